@@ -1,0 +1,36 @@
+"""Small helpers shared by the benchmark scripts (wall-clock medians, temp homes)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PYTHON = sys.executable
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def median_wall(argv: list[str], runs: int = 20, env: dict | None = None, warmup: int = 2) -> float:
+    """Median wall time in seconds of running `argv` to completion `runs` times."""
+    for _ in range(warmup):
+        subprocess.run(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+        )
+        samples.append(time.perf_counter() - start)
+        if done.returncode != 0:
+            raise SystemExit(
+                f"benchmark command failed ({done.returncode}): {argv}\n{done.stderr.decode()}"
+            )
+    return statistics.median(samples)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.1f} ms"

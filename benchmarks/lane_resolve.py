@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Lane resolve start-up cost against a bare interpreter start.
+
+Runs, 20 times each, `python3 skills/delegate-setup/scripts/lane.py resolve …`
+on an approved two-lane project and `python3 -c pass` (the floor), with the
+interpreter running this script, and prints both medians and their ratio.
+Target: at most 2.5x the floor.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from _common import PYTHON, ROOT, median_wall, ms
+
+LANES = """{
+  "version": "delegate-fleet.v1",
+  "lanes": {
+    "feature": {"implementer": "claude", "effort": "high"},
+    "review": {"implementer": "codex", "readOnly": true, "model": "gpt-5.1-codex"}
+  }
+}
+"""
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        home = os.path.join(scratch, "home")
+        repo = os.path.join(scratch, "repo")
+        os.makedirs(home)
+        env = {**os.environ, "HOME": home}
+        env.pop("XDG_CONFIG_HOME", None)
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        lanes = os.path.join(scratch, "lanes.json")
+        with open(lanes, "w") as handle:
+            handle.write(LANES)
+        config = os.path.join(ROOT, "skills", "delegate-setup", "scripts", "config.py")
+        subprocess.run(
+            [PYTHON, config, "write", "--scope", "project", "--cwd", repo, lanes],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        lane = os.path.join(ROOT, "skills", "delegate-setup", "scripts", "lane.py")
+        resolve = [
+            PYTHON,
+            lane,
+            "resolve",
+            "--cwd",
+            repo,
+            "--lane",
+            "review",
+            "--implementer",
+            "codex",
+        ]
+        floor = median_wall([PYTHON, "-c", "pass"], env=env)
+        resolved = median_wall(resolve, env=env)
+    print(f"python: {PYTHON} ({sys.version.split()[0]})")
+    print(f"floor   python3 -c pass          median of 20: {ms(floor)}")
+    print(f"resolve lane.py resolve (project) median of 20: {ms(resolved)}")
+    print(f"ratio   {resolved / floor:.2f}x the floor (target <= 2.5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

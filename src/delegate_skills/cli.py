@@ -1,0 +1,238 @@
+"""The `delegate` command: every capability of the core, runnable by hand.
+
+Exit codes: 0 success; 1 a check found problems (doctor); 2 a usage error, a
+bad or untrusted config, or a refused write. Relays keep their own codes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from . import fleet, jsjson, lanes, registry
+from .errors import UserError
+
+CWD_OPTION = click.option(
+    "--cwd",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory whose repository to use (default: the current one).",
+)
+
+
+def _cwd(value: str | None) -> str:
+    return os.path.abspath(value) if value else os.getcwd()
+
+
+def _print_json(document, indent: int | None = 2) -> None:
+    click.echo(jsjson.stringify(document, indent))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="delegate-skills", prog_name="delegate")
+def cli() -> None:
+    """Delegate a brief to a CLI coding agent, and manage the lanes that choose it."""
+
+
+# ---------------------------------------------------------------- config
+
+
+@cli.group()
+def config() -> None:
+    """Read, check and write fleet config files (delegate-fleet.v1)."""
+
+
+@config.command("load")
+@CWD_OPTION
+def config_load(cwd: str | None) -> None:
+    """Print the effective lanes: global, with project lanes replacing them whole."""
+    _print_json(fleet.Effective(_cwd(cwd)).report())
+
+
+@config.command("validate")
+@click.argument("file", type=click.Path(dir_okay=False))
+def config_validate(file: str) -> None:
+    """Check FILE against delegate-fleet.v1 without writing anything."""
+    document = fleet.read_document_file(os.path.abspath(file), file)
+    fleet.check_against_schema(document, file)
+    _print_json({"ok": True, "path": os.path.abspath(file), "lanes": list(document["lanes"])})
+
+
+@config.command("write")
+@click.option("--scope", type=click.Choice(fleet.SCOPES), required=True)
+@CWD_OPTION
+@click.argument("file", type=click.Path(dir_okay=False))
+def config_write(scope: str, cwd: str | None, file: str) -> None:
+    """Replace a scope's config with FILE. A project write approves it."""
+    document = fleet.read_document_file(os.path.abspath(file), file)
+    fleet.check_against_schema(document, file)
+    _print_json(fleet.write_document(scope, _cwd(cwd), document))
+
+
+@config.command("approve")
+@CWD_OPTION
+def config_approve(cwd: str | None) -> None:
+    """Approve the project config as it is on disk. Review it first."""
+    _print_json(fleet.approve_current(_cwd(cwd)))
+
+
+@config.command("path")
+@CWD_OPTION
+def config_path(cwd: str | None) -> None:
+    """Print where the global and project configs and the approval live."""
+    from . import approval, gitmeta
+
+    paths = gitmeta.repo_paths(_cwd(cwd))
+    _print_json(
+        {
+            "globalPath": fleet.global_config_path(),
+            "projectPath": fleet.project_config_path(paths.toplevel) if paths.toplevel else None,
+            "approvalPath": approval.approval_path(paths.git_dir) if paths.git_dir else None,
+        }
+    )
+
+
+# ---------------------------------------------------------------- lane
+
+
+@cli.group()
+def lane() -> None:
+    """Resolve, list and edit fleet lanes."""
+
+
+@lane.command("resolve")
+@click.option("--lane", "lane_name", required=True, help="Lane name.")
+@click.option("--implementer", required=True, help="The relay asking (implementer key).")
+@CWD_OPTION
+def lane_resolve(lane_name: str, implementer: str, cwd: str | None) -> None:
+    """Print the dials LANE gives IMPLEMENTER's relay, as one JSON line."""
+    _print_json(lanes.resolve(_cwd(cwd), lane_name, implementer), None)
+
+
+@lane.command("list")
+@CWD_OPTION
+@click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+def lane_list(cwd: str | None, as_json: bool) -> None:
+    """List the effective lanes, where each comes from, and whether it may dispatch."""
+    effective = fleet.Effective(_cwd(cwd))
+    rows = []
+    for name, entry in effective.lanes().items():
+        dials = {k: v for k, v in entry.items() if k not in ("implementer", "source")}
+        trusted = entry["source"] == "global" or effective.project_trusted
+        rows.append(
+            {
+                "lane": name,
+                "implementer": entry["implementer"],
+                "source": entry["source"],
+                "trusted": trusted,
+                "dials": dials,
+            }
+        )
+    if as_json or not sys.stdout.isatty():
+        _print_json({"lanes": rows})
+        return
+    if not rows:
+        click.echo("no lanes configured (see: delegate lane set --help)")
+        return
+    for row in rows:
+        dials = " ".join(f"{k}={jsjson.stringify(v)}" for k, v in row["dials"].items())
+        mark = "" if row["trusted"] else "  [not approved]"
+        click.echo(f"{row['lane']:<16} {row['implementer']:<12} {row['source']:<8} {dials}{mark}")
+
+
+def _lane_from_options(implementer: str, options: dict) -> dict:
+    lane_doc: dict = {"implementer": implementer}
+    for dial in registry.ALL_DIALS:
+        value = options.get(dial)
+        if value is not None:
+            lane_doc[dial] = value
+    return lane_doc
+
+
+@lane.command("set")
+@click.argument("name")
+@click.option("--implementer", type=click.Choice(registry.KEYS), required=True)
+@click.option("--model")
+@click.option("--effort")
+@click.option("--variant")
+@click.option("--timeout", help="h/m/s duration, e.g. 30m.")
+@click.option("--read-only/--no-read-only", "read_only", default=None)
+@click.option("--sandbox")
+@click.option("--permission-mode", "permission_mode")
+@click.option("--force/--no-force", "force", default=None)
+@click.option("--provider")
+@click.option("--scope", type=click.Choice(fleet.SCOPES), required=True)
+@CWD_OPTION
+def lane_set(name: str, implementer: str, scope: str, cwd: str | None, **dials) -> None:
+    """Set lane NAME to exactly the implementer and dials given.
+
+    The file is read as it is now, the one lane replaced, the whole document
+    checked, then written back. A project edit re-approves the file.
+    """
+    options = {
+        "model": dials["model"],
+        "effort": dials["effort"],
+        "variant": dials["variant"],
+        "timeout": dials["timeout"],
+        "readOnly": dials["read_only"],
+        "sandbox": dials["sandbox"],
+        "permissionMode": dials["permission_mode"],
+        "force": dials["force"],
+        "provider": dials["provider"],
+    }
+    _print_json(fleet.edit_lane(scope, _cwd(cwd), name, _lane_from_options(implementer, options)))
+
+
+@lane.command("unset")
+@click.argument("name")
+@click.option("--scope", type=click.Choice(fleet.SCOPES), required=True)
+@CWD_OPTION
+def lane_unset(name: str, scope: str, cwd: str | None) -> None:
+    """Remove lane NAME from a scope's config."""
+    _print_json(fleet.edit_lane(scope, _cwd(cwd), name, None))
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+@cli.command("_entry", hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("script")
+@click.argument("skill_dir")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def entry_command(script: str, skill_dir: str, args: tuple[str, ...]) -> None:
+    """Run a skill script for an interpreter that lacks the core."""
+    from .entry import run
+
+    sys.exit(run(script, skill_dir, list(args)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line on stderr for every error a user can cause."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        outcome = cli.main(args=args, prog_name="delegate", standalone_mode=False)
+    except UserError as error:
+        click.echo(f"delegate: {error}", err=True)
+        return error.exit_code
+    except click.UsageError as error:
+        where = error.ctx.command_path if error.ctx else "delegate"
+        message = " ".join(error.format_message().split())
+        click.echo(f"{where}: {message} (see: {where} --help)", err=True)
+        return 2
+    except click.ClickException as error:
+        click.echo(f"delegate: {error.format_message()}", err=True)
+        return error.exit_code
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.Abort:
+        click.echo("delegate: aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return outcome if isinstance(outcome, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""What git says about a directory: its work tree, its git dir, its changes.
+
+These sit on the dispatch path, so each question is one `git` process and no
+library import. A directory git cannot speak for (not a repository, git
+missing, a repository git refuses to open) gives None, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+GIT_TIMEOUT_S = 10
+
+
+class RepoPaths:
+    __slots__ = ("git_dir", "toplevel")
+
+    def __init__(self, toplevel: str | None, git_dir: str | None) -> None:
+        self.toplevel = toplevel
+        self.git_dir = git_dir
+
+
+def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
+    """stdout of `git -C cwd args…`, or None when git fails, is missing or hangs."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", cwd, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def repo_paths(cwd: str) -> RepoPaths:
+    """The work tree root and absolute git dir of `cwd` (both None outside a work tree).
+
+    The git dir is the one `git rev-parse --absolute-git-dir` names: a linked
+    worktree and a submodule each have their own.
+    """
+    out = run_git(cwd, "rev-parse", "--show-toplevel", "--absolute-git-dir")
+    if out is None:
+        return RepoPaths(None, None)
+    lines = os.fsdecode(out).split("\n")
+    if len(lines) < 2 or not lines[0] or not lines[1]:
+        return RepoPaths(None, None)
+    return RepoPaths(lines[0], lines[1])
+
+
+def git_dir(cwd: str) -> str | None:
+    """The absolute git dir of `cwd`, also for a bare repository or inside `.git`."""
+    out = run_git(cwd, "rev-parse", "--absolute-git-dir")
+    if out is None:
+        return None
+    return os.fsdecode(out).rstrip("\n") or None
