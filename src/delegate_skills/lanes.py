@@ -84,9 +84,24 @@ _SHADOWED_BY = {
 }
 
 
-def merge_dials(opts: dict, dials: dict, flagged: set[str]) -> None:
-    """Apply lane dials onto relay options; explicit flags (`flagged`) win."""
+def merge_dials(
+    opts: dict,
+    dials: dict,
+    flagged: set[str],
+    *,
+    extra_blockers: dict[str, tuple[str, ...]] | None = None,
+    apply=None,
+) -> None:
+    """Apply lane dials onto relay options; explicit flags (`flagged`) win.
+
+    `extra_blockers` adds relay-specific flags that shadow a dial; `apply`
+    sets one dial (default: `opts[field] = value`).
+    """
     for field, value in dials.items():
-        if any(flag in flagged for flag in _SHADOWED_BY.get(field, (field,))):
+        blockers = _SHADOWED_BY.get(field, (field,)) + (extra_blockers or {}).get(field, ())
+        if any(flag in flagged for flag in blockers):
             continue
-        opts[field] = value
+        if apply is None:
+            opts[field] = value
+        else:
+            apply(opts, field, value)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 
@@ -30,11 +29,15 @@ def _temp_prefix(target: str) -> str:
     return f".{os.path.basename(target)}."
 
 
-def atomic_write(target: str, data: bytes, *, follow_symlinks: bool = False) -> None:
+def atomic_write(
+    target: str, data: bytes, *, follow_symlinks: bool = False, durable: bool = True
+) -> None:
     """Replace `target` with `data` atomically, keeping its permission bits.
 
     With `follow_symlinks`, a symlinked target has the file it points at
     replaced; otherwise the link itself is replaced by a regular file.
+    `durable` also fsyncs the data and the directory, so the new file
+    survives a crash; without it the replacement is still atomic for readers.
     """
     if follow_symlinks:
         target = os.path.realpath(target)
@@ -42,14 +45,15 @@ def atomic_write(target: str, data: bytes, *, follow_symlinks: bool = False) -> 
     os.makedirs(directory, exist_ok=True)
     mode = _existing_mode(target)
     temp = os.path.join(
-        directory, f"{_temp_prefix(target)}{os.getpid()}.{secrets.token_hex(4)}{_TEMP_SUFFIX}"
+        directory, f"{_temp_prefix(target)}{os.getpid()}.{os.urandom(4).hex()}{_TEMP_SUFFIX}"
     )
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(temp, mode)
         os.replace(temp, target)
@@ -57,7 +61,8 @@ def atomic_write(target: str, data: bytes, *, follow_symlinks: bool = False) -> 
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    _fsync_dir(directory)
+    if durable:
+        _fsync_dir(directory)
 
 
 def _existing_mode(target: str) -> int | None:

@@ -1,0 +1,282 @@
+"""Running a child process tree under supervision, in the relay's own process.
+
+The child leads a new session (its own process group), so the relay can
+signal the whole tree it spawns. One select loop in the main thread pumps the
+child's stdout and stderr, feeds its stdin, notices the child's exit, and
+wakes up for the relay's own signals (SIGTERM, SIGINT, SIGHUP), which are
+recorded by a handler and delivered through a wakeup pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+READ_SIZE = 65536
+#: After the child exits, how long to keep reading output that a lingering
+#: grandchild may still be producing before giving up on the pipes.
+LINGER_S = 5.0
+_POLL_S = 0.05
+
+WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class RelaySignals:
+    """Records SIGTERM/SIGINT/SIGHUP sent to the relay; the select loop wakes on them."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        for signum in WATCHED_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._record)
+
+    def _record(self, signum: int, _frame) -> None:
+        self.received.append(signum)
+
+    @property
+    def wakeup_fd(self) -> int:
+        return self._read_fd
+
+    def drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self._read_fd, 4096):
+                pass
+
+    def first(self) -> int | None:
+        return self.received[0] if self.received else None
+
+
+class Exited:
+    """How a child ended: its exit code, or the signal that killed it."""
+
+    __slots__ = ("code", "signal")
+
+    def __init__(self, returncode: int) -> None:
+        self.code = returncode if returncode >= 0 else None
+        self.signal = -returncode if returncode < 0 else None
+
+    @property
+    def signal_name(self) -> str | None:
+        return signal_name(self.signal)
+
+    @property
+    def mapped_code(self) -> int:
+        """The exit code, or 128 + the signal number when a signal ended it."""
+        if self.code is not None:
+            return self.code
+        return 128 + self.signal if self.signal else 1
+
+
+def signal_name(signum: int | None) -> str | None:
+    if signum is None:
+        return None
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return None
+
+
+class Child:
+    """One supervised process tree."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        stdin: bytes | None,
+        on_stdout: Callable[[bytes], None],
+        on_stderr: Callable[[bytes], None],
+        signals: RelaySignals | None = None,
+    ) -> None:
+        self.argv = argv
+        self._signals = signals
+        self._cwd = cwd
+        self._env = env
+        self._stdin_data = stdin
+        self._on_stdout = on_stdout
+        self._on_stderr = on_stderr
+        self.proc: subprocess.Popen | None = None
+        self.exited: Exited | None = None
+        self._selector = selectors.DefaultSelector()
+        self._open_pipes = 0
+        self._exited_at: float | None = None
+        self._stdin_view = memoryview(stdin or b"")
+
+    def start(self) -> None:
+        """Launch the tree. Raises OSError (FileNotFoundError for a missing binary)."""
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=self._cwd,
+            env=self._env,
+            stdin=subprocess.PIPE if self._stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            bufsize=0,
+        )
+        for stream, handler in (
+            (self.proc.stdout, self._on_stdout),
+            (self.proc.stderr, self._on_stderr),
+        ):
+            os.set_blocking(stream.fileno(), False)
+            self._selector.register(stream.fileno(), selectors.EVENT_READ, handler)
+            self._open_pipes += 1
+        if self.proc.stdin is not None:
+            os.set_blocking(self.proc.stdin.fileno(), False)
+            self._selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, None)
+        if self._signals is not None:
+            self._selector.register(self._signals.wakeup_fd, selectors.EVENT_READ, "wakeup")
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def signal_tree(self, signum: int) -> None:
+        """Signal the child's whole process group (the child, if the group is gone)."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signum)
+        except OSError:
+            if self.exited is None:
+                with contextlib.suppress(OSError):
+                    self.proc.send_signal(signum)
+
+    def pump(
+        self,
+        deadline: float | None,
+        *,
+        watch_signals: bool = True,
+        stop_pipes_on_exit: bool = False,
+    ) -> str:
+        """Run the loop until something needs the caller.
+
+        Returns "closed" once the child has exited and its output is read (or
+        abandoned: at once with `stop_pipes_on_exit`, else after LINGER_S),
+        "deadline" when `deadline` (a time.monotonic() value) passes, and
+        "signal" when the relay has received a watched signal (unless
+        `watch_signals` is off, as during an abort's grace period).
+        """
+        assert self.proc is not None
+        while True:
+            if watch_signals and self._signals is not None and self._signals.received:
+                return "signal"
+            self._reap()
+            if self.exited is not None:
+                done = self._open_pipes == 0 or stop_pipes_on_exit
+                lingered = time.monotonic() - (self._exited_at or 0) > LINGER_S
+                if done or lingered:
+                    if self._open_pipes:
+                        self._drain_now()
+                        self._close_pipes()
+                    return "closed"
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "deadline"
+            wait = _POLL_S if self.exited is not None or self._open_pipes == 0 else 0.25
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - now))
+            self._select_once(wait)
+
+    def _select_once(self, wait: float) -> None:
+        for key, _mask in self._selector.select(wait):
+            if key.data == "wakeup":
+                self._signals.drain()
+            elif key.data is None:
+                self._feed_stdin(key.fd)
+            else:
+                self._read(key.fd, key.data)
+
+    def _read(self, fd: int, handler: Callable[[bytes], None]) -> None:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            handler(data)
+            return
+        self._selector.unregister(fd)
+        self._open_pipes -= 1
+
+    def _feed_stdin(self, fd: int) -> None:
+        try:
+            written = os.write(fd, self._stdin_view[:READ_SIZE])
+        except BlockingIOError:
+            return
+        except OSError:
+            written = len(self._stdin_view)
+        self._stdin_view = self._stdin_view[written:]
+        if not self._stdin_view:
+            self._selector.unregister(fd)
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def _drain_now(self) -> None:
+        """Read whatever is already waiting in the pipes, without blocking."""
+        for fd, key in list(self._selector.get_map().items()):
+            if key.data in (None, "wakeup") or key.events != selectors.EVENT_READ:
+                continue
+            while True:
+                try:
+                    data = os.read(fd, READ_SIZE)
+                except OSError:
+                    break
+                if not data:
+                    break
+                key.data(data)
+
+    def _close_pipes(self) -> None:
+        for fd, key in list(self._selector.get_map().items()):
+            if key.data == "wakeup":
+                continue
+            self._selector.unregister(fd)
+        self._open_pipes = 0
+
+    def _reap(self) -> None:
+        if self.exited is not None or self.proc is None:
+            return
+        code = self.proc.poll()
+        if code is not None:
+            self.exited = Exited(code)
+            self._exited_at = time.monotonic()
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(self.proc.stdin.fileno())
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
+
+    def close(self) -> None:
+        """Release pipes and the selector (the tree is left as it is)."""
+        self._close_pipes()
+        with contextlib.suppress(KeyError):
+            if self._signals is not None:
+                self._selector.unregister(self._signals.wakeup_fd)
+        self._selector.close()
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+
+
+def is_missing_binary(error: OSError, cwd: str | None) -> bool:
+    """True when launching failed because the program itself was not found."""
+    if error.errno not in (errno.ENOENT, errno.ENOTDIR):
+        return False
+    return getattr(error, "filename", None) != cwd

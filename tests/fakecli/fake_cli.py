@@ -1,0 +1,172 @@
+"""A stand-in for every implementer CLI, driven by a JSON scenario.
+
+Installed under any binary name by a shim (`exec python fake_cli.py SCENARIO "$@"`).
+It records each call (argv, stdin, cwd, chosen environment variables), answers
+version probes, and for a dispatch runs the scenario's actions: print events
+or bytes, write files, spawn grandchildren, ignore SIGTERM, sleep, exit with
+any code or die by a signal.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+VERSION_WORDS = ("version", "changelog")
+
+
+def record(scenario, kind, argv, stdin):
+    directory = scenario.get("record_dir")
+    if not directory:
+        return
+    os.makedirs(directory, exist_ok=True)
+    keys = scenario.get("env_keys", [])
+    entry = {
+        "kind": kind,
+        "argv": argv,
+        "stdin": stdin.decode("utf-8", errors="replace"),
+        "cwd": os.getcwd(),
+        "env": {k: os.environ[k] for k in keys if k in os.environ},
+        "pid": os.getpid(),
+    }
+    for n in range(10000):
+        path = os.path.join(directory, f"{n:04d}.json")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as handle:
+            json.dump(entry, handle)
+        return
+
+
+def write_out(stream, data):
+    stream.buffer.write(data)
+    stream.buffer.flush()
+
+
+def grandchild(spec):
+    code = (
+        "import signal, time\n"
+        + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if spec.get("ignore_term") else "")
+        + "while True: time.sleep(3600)\n"
+    )
+    stdio = None if spec.get("hold_pipes") else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-c", code], stdin=subprocess.DEVNULL, stdout=stdio, stderr=stdio
+    )
+    if spec.get("pid_file"):
+        with open(spec["pid_file"], "w") as handle:
+            handle.write(str(proc.pid))
+
+
+def act(action):
+    if "stdout" in action:
+        write_out(sys.stdout, action["stdout"].encode())
+    elif "stdout_hex" in action:
+        write_out(sys.stdout, bytes.fromhex(action["stdout_hex"]))
+    elif "stdout_bytewise" in action:
+        for byte in action["stdout_bytewise"].encode():
+            write_out(sys.stdout, bytes([byte]))
+            time.sleep(action.get("delay", 0.002))
+    elif "stderr" in action:
+        write_out(sys.stderr, action["stderr"].encode())
+    elif "spam" in action:
+        spec = action["spam"]
+        line = spec["line"].encode()
+        block = line * max(1, 65536 // len(line))
+        lines_per_block = block.count(b"\n")
+        remaining = spec["lines"]
+        while remaining > 0:
+            take = min(remaining, lines_per_block)
+            write_out(sys.stdout, block if take == lines_per_block else line * take)
+            remaining -= take
+    elif "write" in action:
+        path, content = action["write"]
+        with open(path, "w") as handle:
+            handle.write(content)
+    elif "append" in action:
+        path, content = action["append"]
+        with open(path, "a") as handle:
+            handle.write(content)
+    elif "append_hex_name" in action:
+        name, content = action["append_hex_name"]
+        with open(bytes.fromhex(name), "a") as handle:
+            handle.write(content)
+    elif "symlink" in action:
+        target_hex, link = action["symlink"]
+        os.unlink(link)
+        os.symlink(bytes.fromhex(target_hex), link)
+    elif "git" in action:
+        subprocess.run(["git", *action["git"]], check=True, capture_output=True)
+    elif "sleep" in action:
+        time.sleep(action["sleep"])
+    elif "grandchild" in action:
+        grandchild(action["grandchild"])
+    elif "pid_file" in action:
+        with open(action["pid_file"], "w") as handle:
+            handle.write(str(os.getpid()))
+    elif "unlink" in action:
+        os.unlink(action["unlink"])
+    elif "wait" in action:
+        while True:
+            time.sleep(3600)
+
+
+def on_term(spec):
+    if spec == "ignore":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    elif isinstance(spec, dict):
+
+        def handler(_signum, _frame):
+            if spec.get("write"):
+                path, content = spec["write"]
+                with open(path, "w") as handle:
+                    handle.write(content)
+            os._exit(spec.get("exit", 0))
+
+        signal.signal(signal.SIGTERM, handler)
+
+
+def finish(spec):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if spec.get("die_by"):
+        os.kill(os.getpid(), getattr(signal, spec["die_by"]))
+        time.sleep(5)
+    os._exit(spec.get("exit", 0))
+
+
+def main():
+    with open(sys.argv[1]) as handle:
+        scenario = json.load(handle)
+    argv = sys.argv[2:]
+    is_version = "--version" in argv or (argv[:1] and argv[0] in VERSION_WORDS and len(argv) == 1)
+    if is_version:
+        spec = scenario.get("version", {})
+        record(scenario, "version", argv, b"")
+        if spec.get("hang"):
+            while True:
+                time.sleep(3600)
+        for action in spec.get("actions", []):
+            act(action)
+        if "stdout" in spec:
+            write_out(sys.stdout, spec["stdout"].encode())
+        else:
+            write_out(sys.stdout, b"fake-cli 0.0.0\n")
+        if spec.get("stderr"):
+            write_out(sys.stderr, spec["stderr"].encode())
+        finish(spec)
+    spec = scenario.get("run", {})
+    on_term(spec.get("on_term"))
+    stdin = b"" if spec.get("skip_stdin") else sys.stdin.buffer.read()
+    record(scenario, "run", argv, stdin)
+    for action in spec.get("actions", []):
+        act(action)
+    finish(spec)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The fake implementer CLI as a pytest helper: install it, script it, read its calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FAKE = Path(__file__).parent / "fakecli" / "fake_cli.py"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Fake:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.bin = root / "bin"
+        self.calls_dir = root / "calls"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        self.scenario_path = self.bin / "scenario.json"
+        self.script({})
+
+    def install(self, name: str) -> Path:
+        shim = self.bin / name
+        shim.write_text(
+            f"#!{sys.executable} -S\n"
+            "import sys\n"
+            f"sys.argv[1:1] = [{str(self.scenario_path)!r}]\n"
+            f"exec(compile(open({str(FAKE)!r}).read(), {str(FAKE)!r}, 'exec'))\n"
+        )
+        shim.chmod(0o755)
+        return shim
+
+    def script(self, scenario: dict) -> None:
+        scenario = {"record_dir": str(self.calls_dir), **scenario}
+        self.scenario_path.write_text(json.dumps(scenario))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {**os.environ, "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env.update(extra)
+        return env
+
+    def calls(self, kind: str | None = None) -> list[dict]:
+        if not self.calls_dir.exists():
+            return []
+        found = [json.loads(p.read_text()) for p in sorted(self.calls_dir.iterdir())]
+        return [c for c in found if kind is None or c["kind"] == kind]
+
+    def run_call(self) -> dict:
+        calls = self.calls("run")
+        assert len(calls) == 1, calls
+        return calls[0]
+
+
+def relay_script(key: str) -> Path:
+    return ROOT / "skills" / f"{key}-delegate" / "scripts" / "relay.py"
+
+
+class RelayRun:
+    def __init__(self, done: subprocess.CompletedProcess, out_dir: Path) -> None:
+        self.code = done.returncode
+        self.out = done.stdout
+        self.err = done.stderr
+        self.out_dir = out_dir
+
+    @property
+    def result(self) -> dict:
+        return json.loads((self.out_dir / "result.json").read_text())
+
+    @property
+    def has_result(self) -> bool:
+        return (self.out_dir / "result.json").exists()
+
+    def __repr__(self) -> str:
+        return f"RelayRun(code={self.code}, err={self.err[-2000:]!r}, out={self.out[-2000:]!r})"
+
+
+def relay(
+    key: str, *args: str, env: dict, out_dir: Path, stdin: str | None = None, timeout: float = 120
+) -> RelayRun:
+    feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    done = subprocess.run(
+        [sys.executable, str(relay_script(key)), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        **feed,
+    )
+    return RelayRun(done, out_dir)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def wait_for(condition, timeout: float = 30.0, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
