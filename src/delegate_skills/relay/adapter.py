@@ -11,7 +11,6 @@ tripwire, result.json and the summary) is the engine's.
 from __future__ import annotations
 
 import os
-from typing import ClassVar
 
 from .. import registry
 from .options import COMMON_FLAGS, MODEL_FLAG, TAIL_FLAGS, Flag, check_model, timeout_ms
@@ -64,8 +63,8 @@ class Adapter:
     #: Result path fields, in order: "brief", "events", "final", "stderr", or a
     #: (field, file name) pair for an artifact of the adapter's own.
     path_fields: tuple = ("brief", "events", "final")
-    #: Lane dial → extra explicit flags that keep the lane from setting it.
-    lane_blockers: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: (lane dial, extra explicit flags that keep the lane from setting it) pairs.
+    lane_blockers: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     # -- identity -------------------------------------------------------------
 

@@ -137,7 +137,7 @@ class Relay:
             opts,
             resolved["dials"],
             flagged,
-            extra_blockers=self.adapter.lane_blockers,
+            extra_blockers=dict(self.adapter.lane_blockers),
             apply=self.adapter.apply_dial,
         )
 

@@ -1,0 +1,113 @@
+"""Helpers for relay tests: the adapters under test and how to run them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+from fakes import Fake, RelayRun, relay, relay_script, wait_for
+
+from delegate_skills import registry
+from delegate_skills.relay.main import load_adapter
+
+#: Every implementer that has a relay adapter: new adapters join every matrix.
+RELAYS = [key for key in registry.KEYS if load_adapter(key) is not None]
+#: Arguments a relay needs for a plain fresh run beyond --brief/--cd/--out-dir.
+EXTRA_ARGS = {"opencode": ["--model", "fake/model"]}
+BRIEF = "smoke brief: run until killed.\n"
+SHORT_GRACE = {"DELEGATE_RELAY_KILL_GRACE": "1"}
+
+
+def binary(key: str) -> str:
+    return registry.BY_KEY[key].binary
+
+
+class Bench:
+    """One relay under test: a work repo, a brief, an out dir and a fake CLI."""
+
+    def __init__(self, tmp_path: Path, key: str, repo: bool = True) -> None:
+        self.key = key
+        self.tmp = tmp_path
+        self.work = make_repo(tmp_path / "work") if repo else tmp_path / "work"
+        self.work.mkdir(exist_ok=True)
+        self.out = tmp_path / "out"
+        self.brief = tmp_path / "brief.txt"
+        self.brief.write_text(BRIEF)
+        self.fake = Fake(tmp_path / "fake")
+        self.fake.install(binary(key))
+
+    def args(self, *extra: str, brief: bool = True, plain: bool = False) -> list[str]:
+        base = ["--cd", str(self.work), "--out-dir", str(self.out)]
+        if brief:
+            base = ["--brief", str(self.brief), *base]
+        needed = [] if plain else EXTRA_ARGS.get(self.key, [])
+        return [*base, *needed, *extra]
+
+    def script(self, run: dict | None = None, **scenario) -> None:
+        self.fake.script({**scenario, "run": run or {}})
+
+    def relay(
+        self,
+        *extra: str,
+        env: dict | None = None,
+        stdin: str | None = None,
+        plain: bool = False,
+        **kw,
+    ) -> RelayRun:
+        """Run the relay; `plain` leaves out the arguments a fresh run needs."""
+        args = self.args(*extra, plain=plain, brief=stdin is None)
+        return relay(
+            self.key, *args, env=env or self.fake.env(), out_dir=self.out, stdin=stdin, **kw
+        )
+
+    def start(self, *extra: str, env: dict | None = None) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, str(relay_script(self.key)), *self.args(*extra)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env or self.fake.env(),
+        )
+
+    @property
+    def result(self) -> dict:
+        return json.loads((self.out / "result.json").read_text())
+
+    def pid_file(self, name: str) -> Path:
+        return self.tmp / name
+
+
+def read_pid(path: Path) -> int:
+    wait_for(lambda: path.exists() and path.read_text().strip() != "")
+    return int(path.read_text())
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def signal_number(name: str) -> int:
+    return int(getattr(signal, name))
+
+
+def adapter(key: str):
+    return load_adapter(key)
+
+
+def needs(flag: str):
+    """Skip-free filter: the relays whose flag table has `flag`."""
+    return [key for key in RELAYS if any(f.name == flag for f in adapter(key).flag_table())]
+
+
+def elapsed(start: float) -> float:
+    return time.monotonic() - start
+
+
+__all__ = ["RELAYS", "Bench", "pytest"]

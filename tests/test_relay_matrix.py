@@ -1,0 +1,302 @@
+"""The engine's promises, checked for every relay: a new adapter joins every case."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+from fakes import alive, wait_for
+from relaykit import RELAYS, SHORT_GRACE, Bench, adapter, binary, finish, read_pid, signal_number
+
+
+def hanging_run(bench: Bench, on_term, grand_ignores_term: bool) -> dict:
+    return {
+        "on_term": on_term,
+        "actions": [
+            {
+                "grandchild": {
+                    "ignore_term": grand_ignores_term,
+                    "pid_file": str(bench.pid_file("grand.pid")),
+                }
+            },
+            {"pid_file": str(bench.pid_file("child.pid"))},
+            {"wait": "forever"},
+        ],
+    }
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_watchdog_kills_a_tree_that_ignores_sigterm(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script(hanging_run(bench, "ignore", grand_ignores_term=False))
+    started = time.monotonic()
+    run = bench.relay("--timeout", "2s", env=bench.fake.env(**SHORT_GRACE))
+    assert run.code == 137, run
+    assert time.monotonic() - started < 30
+    result = run.result
+    assert (result["status"], result["exitCode"], result["signal"]) == ("timeout", 137, "SIGKILL")
+    assert result["error"] == (
+        f"{adapter(key).label} did not finish within --timeout 2s; killed by the relay watchdog"
+    )
+    assert isinstance(result["stderrTail"], list)
+    for name in ("child.pid", "grand.pid"):
+        pid = int(bench.pid_file(name).read_text())
+        wait_for(lambda pid=pid: not alive(pid), timeout=5)
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_watchdog_sweeps_a_grandchild_left_behind(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script(hanging_run(bench, {"exit": 0}, grand_ignores_term=True))
+    run = bench.relay("--timeout", "2s", env=bench.fake.env(**SHORT_GRACE))
+    assert run.code == 1, run
+    assert (run.result["status"], run.result["exitCode"], run.result["signal"]) == (
+        "timeout",
+        1,
+        None,
+    )
+    grand = int(bench.pid_file("grand.pid").read_text())
+    wait_for(lambda: not alive(grand), timeout=5)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+@pytest.mark.parametrize("key", RELAYS)
+def test_signal_to_the_relay_aborts_the_run(tmp_path, key, signame):
+    bench = Bench(tmp_path, key)
+    late = bench.work / "late-file.txt"
+    run = hanging_run(
+        bench,
+        {"write": [str(late), "flushed during shutdown\n"], "exit": 0},
+        grand_ignores_term=True,
+    )
+    bench.script(run)
+    proc = bench.start()
+    child = read_pid(bench.pid_file("child.pid"))
+    grand = int(bench.pid_file("grand.pid").read_text())
+    proc.send_signal(signal_number(signame))
+    code, out, _err = finish(proc)
+    number = signal_number(signame)
+    assert code == 128 + number
+    result = bench.result
+    assert (result["status"], result["exitCode"], result["signal"]) == (
+        "aborted",
+        128 + number,
+        signame,
+    )
+    assert result["error"].startswith(f"the relay was killed by {signame}; ")
+    assert "?? late-file.txt" in result["touchedFiles"]
+    assert out.count("relay: aborted") == 1
+    wait_for(lambda: not alive(child) and not alive(grand), timeout=5)
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_sigterm_as_soon_as_events_appear_still_aborts(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script(version={"hang": True})
+    proc = bench.start("--timeout", "30s")
+    first = adapter(key).events_name or adapter(key).brief_name
+    wait_for(lambda: (bench.out / first).exists())
+    proc.send_signal(signal.SIGTERM)
+    code, _out, _err = finish(proc)
+    assert code == 143
+    result = bench.result
+    assert (result["status"], result["signal"]) == ("aborted", "SIGTERM")
+    assert "was not dispatched" in result["error"]
+    assert bench.fake.calls("run") == []
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_missing_binary_is_127_with_a_result(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    os.unlink(bench.fake.bin / binary(key))
+    run = bench.relay()
+    assert run.code == 127, run
+    assert run.result["status"] == adapter(key).unavailable_status
+    assert run.result["exitCode"] == 127
+    assert f"`{binary(key)}` not found on PATH" in run.err
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_child_exit_code_is_kept(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script({"actions": [{"stderr": "boom\n"}], "exit": 9})
+    run = bench.relay()
+    assert run.code == 9, run
+    result = run.result
+    assert (result["status"], result["exitCode"]) == ("failed", 9)
+    assert result["stderrTail"] == ["boom"]
+    assert run.out.count("relay: failed") == 1
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_child_killed_by_a_signal_is_128_plus_n(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script({"die_by": "SIGKILL"})
+    run = bench.relay()
+    assert run.code == 137, run
+    assert (run.result["status"], run.result["signal"]) == ("failed", "SIGKILL")
+    assert "hint: the host killed the process" in run.out
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["NONSENSE", "", "10", "10s-junk", "1.5s", "1h30", "0s", "596h31m24s", "600h", "10000h"],
+)
+@pytest.mark.parametrize("key", RELAYS)
+def test_bad_timeouts_are_usage_errors_with_no_artifacts(tmp_path, key, value):
+    bench = Bench(tmp_path, key)
+    run = bench.relay("--timeout", value)
+    assert run.code == 2, run
+    assert run.err.startswith("relay: ")
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_longest_timeout_is_accepted(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    run = bench.relay("--timeout", "596h31m23s")
+    assert run.code != 2, run
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "relay: unknown option: --bogus\n"),
+        (["--timeout"], "relay: --timeout requires a value\n"),
+        (["--cd", "/nonexistent/dir"], "relay: --cd directory not found: /nonexistent/dir\n"),
+    ],
+)
+@pytest.mark.parametrize("key", RELAYS)
+def test_usage_errors(tmp_path, key, args, message):
+    bench = Bench(tmp_path, key)
+    run = bench.relay(*args)
+    assert (run.code, run.err) == (2, message)
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_empty_brief_and_missing_brief(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.brief.write_text(" \n\ufeff\t")
+    run = bench.relay()
+    assert (run.code, run.err) == (
+        2,
+        "relay: empty brief (pass --brief <file> or pipe the brief on stdin)\n",
+    )
+    bench.brief.unlink()
+    run = bench.relay()
+    assert (run.code, run.err) == (2, f"relay: brief file not found: {bench.brief}\n")
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_brief_from_stdin(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    run = bench.relay(stdin="piped brief\n")
+    assert run.code in (0, 1), run
+    assert (bench.out / adapter(key).brief_name).read_text() == "piped brief\n"
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_help(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    run = bench.relay("--help")
+    assert run.code == 0
+    assert f"{key}-delegate" in run.out
+    assert "--timeout <dur>" in run.out
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_version_preflight_hang_is_cut_by_the_timeout(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script(version={"hang": True})
+    started = time.monotonic()
+    run = bench.relay("--timeout", "1s")
+    assert run.code == 124, run
+    assert time.monotonic() - started < 8
+    result = run.result
+    assert result["status"] == "timeout"
+    assert "preflight timed out after 1000ms" in result["error"]
+    assert result["error"].endswith("was not dispatched")
+    assert bench.fake.calls("run") == []
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_version_preflight_failure_is_reported(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script(version={"stdout": "", "stderr": "fake version failure\n", "exit": 7})
+    run = bench.relay("--timeout", "1m")
+    assert run.code == 7, run
+    result = run.result
+    assert (result["status"], result["exitCode"]) == ("failed", 7)
+    assert result["stderrTail"] == ["fake version failure"]
+    assert "preflight failed with exit 7" in result["error"]
+    assert bench.fake.calls("run") == []
+
+
+def test_version_preflight_hang_is_cut_at_10s_without_a_timeout(tmp_path):
+    bench = Bench(tmp_path, "codex")
+    bench.script(version={"hang": True})
+    started = time.monotonic()
+    run = bench.relay()
+    took = time.monotonic() - started
+    assert run.code == 124, run
+    assert 9.5 < took < 20
+    assert "timed out after 10000ms" in run.result["error"]
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_touched_files(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script({"actions": [{"write": ["edited.txt", "x"]}]})
+    run = bench.relay()
+    assert run.result["touchedFiles"] == ["?? edited.txt"]
+    bench.script({})
+    (bench.work / "edited.txt").unlink()
+    assert bench.relay().result["touchedFiles"] == []
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_touched_files_is_null_outside_git(tmp_path, key):
+    bench = Bench(tmp_path, key, repo=False)
+    bench.script({})
+    assert bench.relay().result["touchedFiles"] is None
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_symlinked_artifacts_never_write_outside_the_out_dir(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    bench.out.mkdir()
+    a = adapter(key)
+    names = {"result.json", "final.txt", "stderr.txt", a.brief_name, a.events_name}
+    for name in names:
+        (bench.out / name).symlink_to(outside / name)
+    bench.script({"actions": [{"stdout": '{"type":"text"}\n'}, {"stderr": "noise\n"}]})
+    run = bench.relay()
+    assert run.has_result, run
+    assert list(outside.iterdir()) == []
+    for name in ("result.json", a.brief_name):
+        assert (bench.out / name).is_file() and not (bench.out / name).is_symlink()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_result_is_never_seen_half_written(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    bench.script({"actions": [{"stdout": '{"a": 1}\n'}, {"sleep": 0.3}]})
+    proc = bench.start()
+    seen = 0
+    while proc.poll() is None:
+        path = bench.out / "result.json"
+        if path.exists():
+            json.loads(path.read_text())
+            seen += 1
+        time.sleep(0.002)
+    finish(proc)
+    assert bench.result["schema"] == "delegate-relay.result.v1"
+    assert [p.name for p in bench.out.iterdir() if ".tmp" in p.name] == []
