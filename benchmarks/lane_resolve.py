@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from _common import PYTHON, ROOT, median_wall, ms
+from _common import PYTHON, ROOT, installed_like_env, median_wall, ms
 
 LANES = """{
   "version": "delegate-fleet.v1",
@@ -31,7 +31,7 @@ def main() -> int:
         home = os.path.join(scratch, "home")
         repo = os.path.join(scratch, "repo")
         os.makedirs(home)
-        env = {**os.environ, "HOME": home}
+        env = {**installed_like_env(), "HOME": home}
         env.pop("XDG_CONFIG_HOME", None)
         subprocess.run(["git", "init", "-q", repo], check=True)
         lanes = os.path.join(scratch, "lanes.json")

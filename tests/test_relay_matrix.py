@@ -8,6 +8,7 @@ import signal
 import time
 
 import pytest
+from conftest import delegate, fleet_doc, write_json
 from fakes import alive, wait_for
 from relaykit import RELAYS, SHORT_GRACE, Bench, adapter, binary, finish, read_pid, signal_number
 
@@ -300,3 +301,44 @@ def test_result_is_never_seen_half_written(tmp_path, key):
     finish(proc)
     assert bench.result["schema"] == "delegate-relay.result.v1"
     assert [p.name for p in bench.out.iterdir() if ".tmp" in p.name] == []
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_lane_bound_to_another_implementer_names_its_skill(tmp_path, home, global_config, key):
+    other = "kimi" if key != "kimi" else "vibe"
+    write_json(global_config, fleet_doc({"elsewhere": {"implementer": other}}))
+    bench = Bench(tmp_path, key)
+    run = bench.relay("--lane", "elsewhere")
+    assert run.code == 2
+    assert (
+        run.err
+        == f'relay: fleet lane "elsewhere" → {other} (use {other}-delegate); this relay is {key}\n'
+    )
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_untrusted_project_lane_is_refused(tmp_path, home, key):
+    bench = Bench(tmp_path, key)
+    lane = {"implementer": key, **({"model": "a/b"} if key == "opencode" else {})}
+    write_json(bench.work / ".delegate" / "config.json", fleet_doc({"mine": lane}))
+    run = bench.relay("--lane", "mine")
+    assert run.code == 2
+    assert "project fleet config is not trusted" in run.err
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_approved_project_lane_is_recorded(tmp_path, home, key):
+    bench = Bench(tmp_path, key)
+    lane = {"implementer": key, "timeout": "5m", **({"model": "a/b"} if key == "opencode" else {})}
+    source = write_json(tmp_path / "lanes.json", fleet_doc({"mine": lane}))
+    assert (
+        delegate(
+            "config", "write", "--scope", "project", "--cwd", str(bench.work), str(source)
+        ).code
+        == 0
+    )
+    bench.script({})
+    run = bench.relay("--lane", "mine")
+    assert (run.result["lane"], run.result["laneSource"]) == ("mine", "project")

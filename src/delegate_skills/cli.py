@@ -194,10 +194,37 @@ def lane_unset(name: str, scope: str, cwd: str | None) -> None:
     _print_json(fleet.edit_lane(scope, _cwd(cwd), name, None))
 
 
+# ---------------------------------------------------------------- relay
+
+
+@cli.command(
+    "relay",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("key", metavar="KEY")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def relay_command(key: str, args: tuple[str, ...]) -> None:
+    """Dispatch a brief to implementer KEY with that relay's flags.
+
+    `delegate relay KEY --help` lists them. KEY is one of the implementer keys
+    (claude, codex, opencode, …).
+    """
+    from .relay.main import main as relay_main
+
+    if registry.get(key) is None:
+        raise UserError(f"unknown implementer {key!r} (one of: {', '.join(registry.KEYS)})")
+    sys.exit(relay_main(key, list(args)))
+
+
 # ---------------------------------------------------------------- plumbing
 
 
-@cli.command("_entry", hidden=True, context_settings={"ignore_unknown_options": True})
+@cli.command(
+    "_entry",
+    hidden=True,
+    add_help_option=False,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
 @click.argument("script")
 @click.argument("skill_dir")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)

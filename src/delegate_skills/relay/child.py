@@ -22,7 +22,8 @@ READ_SIZE = 65536
 #: After the child exits, how long to keep reading output that a lingering
 #: grandchild may still be producing before giving up on the pipes.
 LINGER_S = 5.0
-_POLL_S = 0.05
+#: Without a pidfd, how often to look for the child's exit once its pipes are done.
+_POLL_S = 0.005
 
 WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -115,6 +116,7 @@ class Child:
         self._open_pipes = 0
         self._exited_at: float | None = None
         self._stdin_view = memoryview(stdin or b"")
+        self._pidfd: int | None = None
 
     def start(self) -> None:
         """Launch the tree. Raises OSError (FileNotFoundError for a missing binary)."""
@@ -140,6 +142,15 @@ class Child:
             self._selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, None)
         if self._signals is not None:
             self._selector.register(self._signals.wakeup_fd, selectors.EVENT_READ, "wakeup")
+        self._watch_exit()
+
+    def _watch_exit(self) -> None:
+        """Wake the loop the moment the child exits (Linux pidfd), when available."""
+        try:
+            self._pidfd = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):
+            return
+        self._selector.register(self._pidfd, selectors.EVENT_READ, "exit")
 
     @property
     def pid(self) -> int | None:
@@ -187,7 +198,8 @@ class Child:
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return "deadline"
-            wait = _POLL_S if self.exited is not None or self._open_pipes == 0 else 0.25
+            idle = self.exited is not None or (self._open_pipes == 0 and self._pidfd is None)
+            wait = _POLL_S if idle else 0.25
             if deadline is not None:
                 wait = min(wait, max(0.0, deadline - now))
             self._select_once(wait)
@@ -196,6 +208,9 @@ class Child:
         for key, _mask in self._selector.select(wait):
             if key.data == "wakeup":
                 self._signals.drain()
+            elif key.data == "exit":
+                self._selector.unregister(key.fd)
+                self._reap()
             elif key.data is None:
                 self._feed_stdin(key.fd)
             else:
@@ -230,7 +245,7 @@ class Child:
     def _drain_now(self) -> None:
         """Read whatever is already waiting in the pipes, without blocking."""
         for fd, key in list(self._selector.get_map().items()):
-            if key.data in (None, "wakeup") or key.events != selectors.EVENT_READ:
+            if key.data in (None, "wakeup", "exit") or key.events != selectors.EVENT_READ:
                 continue
             while True:
                 try:
@@ -243,7 +258,7 @@ class Child:
 
     def _close_pipes(self) -> None:
         for fd, key in list(self._selector.get_map().items()):
-            if key.data == "wakeup":
+            if key.data in ("wakeup", "exit"):
                 continue
             self._selector.unregister(fd)
         self._open_pipes = 0
@@ -267,6 +282,11 @@ class Child:
         with contextlib.suppress(KeyError):
             if self._signals is not None:
                 self._selector.unregister(self._signals.wakeup_fd)
+        if self._pidfd is not None:
+            with contextlib.suppress(KeyError):
+                self._selector.unregister(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
         self._selector.close()
         if self.proc is not None:
             for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-from .. import lanes, registry
+from .. import registry
 from ..errors import UserError
 from ..jsjson import js_trim
 from .adapter import Adapter, State
@@ -127,6 +127,8 @@ class Relay:
         return brief
 
     def _apply_lane(self, opts: dict, flagged: set[str]) -> None:
+        from .. import lanes
+
         try:
             resolved = lanes.resolve(opts["cd"], opts["lane"], self.adapter.key)
         except UserError as problem:

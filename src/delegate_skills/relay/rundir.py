@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-import tempfile
 
 from .. import jsjson
 from ..store import atomic_write
@@ -23,6 +22,8 @@ FINAL = "final.txt"
 
 
 def default_root() -> str:
+    import tempfile
+
     return os.path.join(tempfile.gettempdir(), DEFAULT_ROOT_NAME)
 
 
@@ -99,11 +100,11 @@ class RunDir:
         self._fds.clear()
 
     def write_final(self, text: str) -> None:
-        atomic_write(self.final_path, text.encode("utf-8", errors="replace"))
+        atomic_write(self.final_path, text.encode("utf-8", errors="replace"), durable=False)
 
     def existing(self, name: str) -> str | None:
         path = self.file(name)
         return path if os.path.exists(path) else None
 
     def write_result(self, result: dict) -> None:
-        atomic_write(self.result_path, jsjson.document_bytes(result))
+        atomic_write(self.result_path, jsjson.document_bytes(result), durable=False)

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""What a relay adds to a dispatch.
+
+Median wall time over 20 runs of `python3 skills/codex-delegate/scripts/relay.py`
+dispatching to a fake `codex` that exits at once (a two-line shell script that
+prints a version when asked), and of running that fake directly. The relay's
+own cost is the difference: its interpreter start, the version preflight,
+supervision, `git status` and the result. The target is under 60 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from _common import PYTHON, ROOT, installed_like_env, median_wall, ms
+
+FAKE = '#!/bin/sh\ncase "$1" in --version) echo "fake 1.0";; esac\nexit 0\n'
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        bindir = os.path.join(scratch, "bin")
+        os.makedirs(bindir)
+        shim = os.path.join(bindir, "codex")
+        with open(shim, "w") as handle:
+            handle.write(FAKE)
+        os.chmod(shim, 0o755)
+        work = os.path.join(scratch, "work")
+        subprocess.run(["git", "init", "-q", work], check=True)
+        brief = os.path.join(scratch, "brief.txt")
+        with open(brief, "w") as handle:
+            handle.write("benchmark brief\n")
+        env = installed_like_env()
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        relay = os.path.join(ROOT, "skills", "codex-delegate", "scripts", "relay.py")
+        out = os.path.join(scratch, "out")
+        dispatch = [PYTHON, relay, "--brief", brief, "--cd", work, "--out-dir", out]
+        floor = median_wall([shim, "exec", "-"], env=env)
+        total = median_wall(dispatch, env=env)
+    print(f"python: {PYTHON} ({sys.version.split()[0]})")
+    print(f"fake codex alone            median of 20: {ms(floor)}")
+    print(f"relay dispatch to the fake  median of 20: {ms(total)}")
+    print(f"relay adds                                {ms(total - floor)} (target < 60 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
