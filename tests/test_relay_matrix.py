@@ -10,7 +10,17 @@ import time
 import pytest
 from conftest import delegate, fleet_doc, write_json
 from fakes import alive, wait_for
-from relaykit import RELAYS, SHORT_GRACE, Bench, adapter, binary, finish, read_pid, signal_number
+from relaykit import (
+    RELAYS,
+    ROOT,
+    SHORT_GRACE,
+    Bench,
+    adapter,
+    binary,
+    finish,
+    read_pid,
+    signal_number,
+)
 
 
 def hanging_run(bench: Bench, on_term, grand_ignores_term: bool) -> dict:
@@ -342,3 +352,30 @@ def test_approved_project_lane_is_recorded(tmp_path, home, key):
     bench.script({})
     run = bench.relay("--lane", "mine")
     assert (run.result["lane"], run.result["laneSource"]) == ("mine", "project")
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_every_adapter_loads(key):
+    loaded = adapter(key)
+    assert loaded.key == key
+    assert loaded.version_field.endswith("Version")
+    assert (ROOT / "skills" / f"{key}-delegate" / "scripts" / "relay.py").is_file()
+
+
+def test_default_run_dir_is_private(tmp_path, monkeypatch):
+    bench = Bench(tmp_path, "codex")
+    bench.script({})
+    env = bench.fake.env(TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    from fakes import relay as run_relay
+
+    run = run_relay(
+        "codex", "--brief", str(bench.brief), "--cd", str(bench.work), env=env, out_dir=bench.out
+    )
+    assert run.code == 0, run
+    line = next(line for line in run.out.splitlines() if line.startswith("result: "))
+    run_dir = os.path.dirname(line[len("result: ") :])
+    assert run_dir.startswith(str(tmp_path / "tmp" / "delegate-relay" / "work-"))
+    assert os.stat(run_dir).st_mode & 0o777 == 0o700
+    for name in ("brief.txt", "events.jsonl", "result.json"):
+        assert os.stat(os.path.join(run_dir, name)).st_mode & 0o777 == 0o600

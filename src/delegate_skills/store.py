@@ -30,7 +30,12 @@ def _temp_prefix(target: str) -> str:
 
 
 def atomic_write(
-    target: str, data: bytes, *, follow_symlinks: bool = False, durable: bool = True
+    target: str,
+    data: bytes,
+    *,
+    follow_symlinks: bool = False,
+    durable: bool = True,
+    new_mode: int = 0o666,
 ) -> None:
     """Replace `target` with `data` atomically, keeping its permission bits.
 
@@ -38,6 +43,7 @@ def atomic_write(
     replaced; otherwise the link itself is replaced by a regular file.
     `durable` also fsyncs the data and the directory, so the new file
     survives a crash; without it the replacement is still atomic for readers.
+    A file that did not exist yet gets `new_mode` (less the umask).
     """
     if follow_symlinks:
         target = os.path.realpath(target)
@@ -47,7 +53,7 @@ def atomic_write(
     temp = os.path.join(
         directory, f"{_temp_prefix(target)}{os.getpid()}.{os.urandom(4).hex()}{_TEMP_SUFFIX}"
     )
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, new_mode if mode is None else mode)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -52,7 +52,8 @@ class Adapter:
     brief_via: str = "stdin"
     #: Name of the brief artifact.
     brief_name: str = "brief.txt"
-    #: How stdout is read: "objects" (any JSON objects), "lines" (JSON per line) or None.
+    #: How stdout is read: "objects" (any JSON objects), "lines" (JSON per
+    #: line), "text" (decoded text to `on_text`) or None.
     parser: str | None = "objects"
     #: Where stdout is copied, raw.
     events_name: str = "events.jsonl"
@@ -110,6 +111,9 @@ class Adapter:
     def check_brief(self, opts: dict, brief: str) -> None:
         """Checks that need the brief (size limits, resume-dependent rules)."""
 
+    def check_out_dir(self, path: str) -> None:
+        """Refuse an explicit --out-dir before anything is written (raise Usage)."""
+
     def read_only(self, opts: dict) -> bool:
         """Whether this run is meant to change nothing (arms the tripwire)."""
         return bool(opts.get("readOnly"))
@@ -142,6 +146,7 @@ class Adapter:
         return {}
 
     def build_argv(self, opts: dict, run) -> list[str]:
+        """The implementer's arguments; `run.brief` is the brief, `run.file(name)` a path."""
         raise NotImplementedError
 
     # -- reading the run ------------------------------------------------------
@@ -153,6 +158,9 @@ class Adapter:
 
     def on_event(self, state: State, event: dict) -> None:
         """One JSON object from stdout."""
+
+    def on_text(self, state: State, text: str) -> None:
+        """A piece of decoded stdout, for `parser = "text"`."""
 
     def final_message(self, state: State, run) -> str:
         """The implementer's report, once the run is over (or being aborted)."""

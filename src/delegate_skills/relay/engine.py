@@ -63,6 +63,16 @@ class StderrTail:
         ]
 
 
+class TextFeed:
+    """Hands decoded stdout text to an adapter that reads plain text."""
+
+    def __init__(self, on_text) -> None:
+        self.feed = on_text
+
+    def finish(self) -> None:
+        pass
+
+
 def _write_stderr(data: bytes) -> None:
     with contextlib.suppress(OSError):
         os.write(2, data)
@@ -121,6 +131,8 @@ class Relay:
         check_directory(opts["cd"])
         if opts["outDir"] and os.path.exists(opts["outDir"]) and not os.path.isdir(opts["outDir"]):
             raise Usage(f"--out-dir is not a directory: {opts['outDir']}")
+        if opts["outDir"]:
+            adapter.check_out_dir(opts["outDir"])
         brief = read_brief(opts.get("brief"))
         adapter.check_brief(opts, brief)
         self.opts = opts
@@ -150,7 +162,7 @@ class Relay:
         self.signals = RelaySignals()
         self.signals.install()
         started = iso_now()
-        self.run = RunDir(opts["outDir"] or default_out_dir(opts["cd"], started), started)
+        self.run = RunDir(opts["outDir"] or default_out_dir(opts["cd"], started), started, brief)
         self.state = adapter.new_state(opts)
         fresh = self._fresh_artifacts(brief)
         try:
@@ -335,6 +347,8 @@ class Relay:
         parser = self.adapter.parser
         if parser is None:
             return None
+        if parser == "text":
+            return TextFeed(lambda text: self.adapter.on_text(self.state, text))
 
         def on_object(event: dict) -> None:
             self.adapter.on_event(self.state, event)
@@ -418,7 +432,11 @@ class Relay:
                 with contextlib.suppress(OSError):
                     run.write_final(final)
         result = self.result(status, exit_code, signal_, final, tail, error)
-        run.write_result(result)
+        try:
+            run.write_result(result)
+        except OSError as problem:
+            _say(f"cannot write {run.result_path}: {problem.strerror or problem}")
+            exit_code = exit_code or 1
         if not self.summary_printed:
             self.summary_printed = True
             extra = adapter.summary_lines(self.opts, self.state, result)

@@ -4,7 +4,9 @@ Artifacts are created fresh: whatever already stands at an artifact's name
 (a stale file, or a symlink pointing anywhere) is removed first, and files are
 opened with O_NOFOLLOW, so nothing outside the run directory is ever written
 through a planted link. `result.json` and `final.txt` are replaced
-atomically, so a reader never sees half of either.
+atomically, so a reader never sees half of either. A brief can hold anything,
+so a directory the relay creates is private (0700) and so are the files it
+creates (0600).
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ def default_out_dir(workdir: str, started_at: str) -> str:
 class RunDir:
     """Paths of one run's artifacts, and the writes that go into them."""
 
-    def __init__(self, path: str, started_at: str) -> None:
+    def __init__(self, path: str, started_at: str, brief: str = "") -> None:
         self.path = path
         self.started_at = started_at
+        self.brief = brief
         self._fds: dict[str, int] = {}
 
     def file(self, name: str) -> str:
@@ -63,14 +66,16 @@ class RunDir:
 
         Raises OSError when the directory or an artifact cannot be created.
         """
-        os.makedirs(self.path, exist_ok=True)
+        if not os.path.isdir(self.path):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            os.mkdir(self.path, 0o700)
         for name in (*stale, *fresh):
             self._remove(name)
         for name, data in fresh.items():
             fd = os.open(
                 self.file(name),
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND,
-                0o644,
+                0o600,
             )
             if data:
                 os.write(fd, data)
@@ -100,11 +105,12 @@ class RunDir:
         self._fds.clear()
 
     def write_final(self, text: str) -> None:
-        atomic_write(self.final_path, text.encode("utf-8", errors="replace"), durable=False)
+        data = text.encode("utf-8", errors="replace")
+        atomic_write(self.final_path, data, durable=False, new_mode=0o600)
 
     def existing(self, name: str) -> str | None:
         path = self.file(name)
         return path if os.path.exists(path) else None
 
     def write_result(self, result: dict) -> None:
-        atomic_write(self.result_path, jsjson.document_bytes(result), durable=False)
+        atomic_write(self.result_path, jsjson.document_bytes(result), durable=False, new_mode=0o600)
