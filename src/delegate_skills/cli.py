@@ -194,6 +194,72 @@ def lane_unset(name: str, scope: str, cwd: str | None) -> None:
     _print_json(fleet.edit_lane(scope, _cwd(cwd), name, None))
 
 
+# ---------------------------------------------------------------- discover, doctor
+
+
+def _wants_json(as_json: bool) -> bool:
+    return as_json or not sys.stdout.isatty()
+
+
+def discover_table(report: dict) -> str:
+    """The discover report for a person at a terminal."""
+    lines = []
+    for entry in report["discovered"]:
+        auth = {True: "logged in", False: "NOT logged in", None: "login unknown"}[
+            entry["authenticated"]
+        ]
+        models = entry["models"]
+        shown = ", ".join(models["values"][:4]) + (" …" if len(models["values"]) > 4 else "")
+        lines.append(f"{entry['key']:<12} {entry['version'] or '(version unknown)'}")
+        lines.append(f"{'':<12} {entry['path']}  ·  {auth}")
+        if models["values"]:
+            lines.append(f"{'':<12} models: {shown}")
+        usage = entry.get("usage")
+        if usage:
+            lines.append(
+                f"{'':<12} sessions: {usage['sessions']}, last used {usage['lastUsed'] or 'never'}"
+            )
+    if report["missing"]:
+        lines.append("not installed: " + ", ".join(m["key"] for m in report["missing"]))
+    return "\n".join(lines)
+
+
+@cli.command("discover")
+@click.option("--usage", is_flag=True, help="Add session counts and last use (listings only).")
+@click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+def discover_command(usage: bool, as_json: bool) -> None:
+    """Find installed implementer CLIs: version, login, models (all probes in parallel)."""
+    from .discover import discover
+
+    report = discover(with_usage=usage)
+    click.echo(jsjson.stringify(report, 2) if _wants_json(as_json) else discover_table(report))
+
+
+@cli.command("doctor")
+@click.option("--lane", "lane_name", default=None, help="Check only this lane.")
+@CWD_OPTION
+@click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+def doctor_command(lane_name: str | None, cwd: str | None, as_json: bool) -> None:
+    """Would each lane dispatch? Exit 0 when all would, 1 otherwise, with the fix for each."""
+    from .doctor import doctor
+
+    report = doctor(_cwd(cwd), lane_name)
+    click.echo(jsjson.stringify(report, 2) if _wants_json(as_json) else doctor_text(report))
+    sys.exit(0 if report["ok"] else 1)
+
+
+def doctor_text(report: dict) -> str:
+    """The doctor report for a person at a terminal."""
+    if not report["lanes"]:
+        return "no lanes configured (see: delegate lane set --help)"
+    lines = []
+    for row in report["lanes"]:
+        where = f"{row['implementer'] or '?'} ({row['source'] or 'nowhere'})"
+        state = "ok" if row["ok"] else f"{row['problem']}: {row['fix']}"
+        lines.append(f"{row['lane']:<16} {where:<24} {state}")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- relay
 
 

@@ -201,6 +201,7 @@ class Implementer:
         "display",
         "key",
         "locate",
+        "login",
         "model_probe",
         "skill",
         "supports",
@@ -226,6 +227,7 @@ class Implementer:
         model_probe: ModelProbe | None = None,
         usage_probe: UsageProbe | None = None,
         locate: Locate | None = None,
+        login: str | None = None,
     ) -> None:
         self.key = key
         self.skill = f"{key}-delegate"
@@ -240,6 +242,8 @@ class Implementer:
         self.model_probe = model_probe
         self.usage_probe = usage_probe
         self.locate = locate
+        #: How the user signs in, for CLIs whose login state a probe can read.
+        self.login = login
 
     def __repr__(self) -> str:
         return f"Implementer({self.key!r})"
@@ -262,6 +266,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         usage_probe=UsageProbe(
             ".claude", ("projects", "*"), "file", Pattern(r"\.jsonl\Z"), "CLAUDE_CONFIG_DIR"
         ),
+        login="claude auth login",
     ),
     Implementer(
         "cline",
@@ -296,6 +301,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
             Pattern(r"\Arollout-.*\.jsonl\Z"),
             "CODEX_HOME",
         ),
+        login="codex login",
     ),
     Implementer(
         "commandcode",
@@ -311,6 +317,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         # A flag, never a word: `cmd models` would be read as a prompt.
         model_probe=ModelProbe(args=("--list-models",), format="commandcode"),
         usage_probe=UsageProbe(".commandcode", ("projects", "*"), "file", _UUID_FILE),
+        login="cmd login",
     ),
     Implementer(
         "opencode",
@@ -323,6 +330,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
             ("auth", "list"), success=Pattern(r"^●\s", re.MULTILINE), miss_means_false=True
         ),
         model_probe=ModelProbe(args=("models",), format="lines"),
+        login="opencode auth login",
     ),
     Implementer(
         "agy",
@@ -348,6 +356,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         auth_probe=AuthProbe(("models",), fail=Pattern(r"not authenticated", _I)),
         model_probe=ModelProbe(args=("models",), format="grok"),
         usage_probe=UsageProbe(".grok", ("sessions", "*"), "dir", _UUID_PREFIX),
+        login="grok login",
     ),
     Implementer(
         "kimi",
@@ -357,6 +366,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         win_shell=False,
         auth_probe=AuthProbe(("provider", "list"), success=Pattern(r"source=(oauth|api)")),
         usage_probe=UsageProbe(".kimi-code", ("sessions", "*"), "dir", Pattern(r"\Asession_")),
+        login="kimi login",
     ),
     Implementer(
         "qoder",
@@ -387,6 +397,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         usage_probe=UsageProbe(
             ".cursor", ("projects", "*", "agent-transcripts"), "any", _UUID_PREFIX
         ),
+        login="cursor-agent login",
     ),
     Implementer(
         "pi",
@@ -434,6 +445,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
             ("whoami", "--output-format", "text"),
             success=Pattern(r"^(?:user|service_account):\S", re.MULTILINE),
         ),
+        login="oz login (or set WARP_API_KEY on a headless host)",
     ),
     Implementer(
         "zcode",
