@@ -220,3 +220,14 @@ def test_usage_honours_the_env_dir(tmp_path):
         disc.registry.BY_KEY["claude"], {"CLAUDE_CONFIG_DIR": str(store)}, str(tmp_path)
     )
     assert usage["sessions"] == 1
+
+
+def test_table_for_a_terminal(machine):
+    from delegate_skills.cli import discover_table
+
+    env, _bindir, _home = machine
+    text = discover_table(disc.discover(with_usage=True, env=env))
+    assert "claude       2.1.0 (Claude Code)" in text
+    assert "NOT logged in" in text
+    assert "sessions: 2, last used 2026-09-21T14:14:10.000Z" in text
+    assert text.splitlines()[-1] == "not installed: cline, qoder, vibe, omp, zcode"

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Discovery wall time against the slowest single CLI probed back to back.
+
+Seventeen fake CLIs, one per implementer, each of whose probes (version,
+login, models) sleeps 0.5 s before answering. Prints the median of 5 runs of
+`delegate discover --usage`, and the floor: the slowest one CLI's probes run
+one after another. Target: within 1.3x of that floor (probing one CLI after
+another, as the Node bundle does, would take about 17x).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import PYTHON, installed_like_env
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+from delegate_skills import registry
+
+SLEEP = "0.5"
+FAKE = """#!/bin/sh
+sleep {sleep}
+case "$*" in
+  *version*|changelog) echo "{key} 1.0.0";;
+  *) echo "logged in as someone"; echo "model-a"; echo "model-b";;
+esac
+"""
+
+
+def probes_of(impl: registry.Implementer) -> list[list[str]]:
+    calls = [list(impl.version_args)]
+    if impl.auth_probe:
+        calls.append(list(impl.auth_probe.args))
+    model = impl.model_probe
+    if model and model.args and (not impl.auth_probe or model.args != impl.auth_probe.args):
+        calls.append(list(model.args))
+    return calls
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        bindir = os.path.join(scratch, "bin")
+        os.makedirs(bindir)
+        for impl in registry.IMPLEMENTERS:
+            path = os.path.join(bindir, impl.binary)
+            with open(path, "w") as handle:
+                handle.write(FAKE.format(sleep=SLEEP, key=impl.key))
+            os.chmod(path, 0o755)
+        env = installed_like_env()
+        env.update(PATH=bindir + os.pathsep + "/usr/bin:/bin", HOME=scratch)
+        floors = {}
+        for impl in registry.IMPLEMENTERS:
+            start = time.perf_counter()
+            for args in probes_of(impl):
+                subprocess.run(
+                    [os.path.join(bindir, impl.binary), *args],
+                    env=env,
+                    capture_output=True,
+                    check=False,
+                )
+            floors[impl.key] = time.perf_counter() - start
+        slowest = max(floors, key=floors.get)
+        command = [PYTHON, "-m", "delegate_skills", "discover", "--usage", "--json"]
+        runs = []
+        for _ in range(5):
+            start = time.perf_counter()
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            runs.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+        wall = statistics.median(runs)
+    print(f"python: {PYTHON} ({sys.version.split()[0]}); every probe sleeps {SLEEP}s")
+    print(f"floor   slowest CLI ({slowest}) probed back to back: {floors[slowest]:6.2f} s")
+    print(f"discover --usage, 17 CLIs, median of 5:          {wall:6.2f} s")
+    ratio = wall / floors[slowest]
+    serial = sum(floors.values())
+    print(
+        f"ratio   {ratio:.2f}x the floor (target <= 1.3x); one CLI after another: ~{serial:.1f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
