@@ -260,6 +260,156 @@ def doctor_text(report: dict) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- runs
+
+
+@cli.group()
+def runs() -> None:
+    """List relay runs, show one, or wait for one to finish."""
+
+
+@runs.command("list")
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Also look here (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+def runs_list(roots: tuple[str, ...], as_json: bool) -> None:
+    """Runs under the default artifact root (and each --root), newest first."""
+    from . import runs as runs_module
+
+    found = runs_module.list_runs([*runs_module.default_roots(), *roots])
+    if _wants_json(as_json):
+        click.echo(jsjson.stringify({"runs": found}, 2))
+        return
+    if not found:
+        click.echo("no runs found")
+    for run in found:
+        elapsed = "" if run["elapsedSeconds"] is None else f"{run['elapsedSeconds']:.0f}s"
+        click.echo(
+            f"{run['status']:<22} {run['implementer'] or '?':<12} {run['lane'] or '-':<12} "
+            f"{run['startedAt'] or '?':<25} {elapsed:>7}  {run['workdir'] or '?'}  {run['outDir']}"
+        )
+
+
+def _run_text(run) -> str:
+    from .relay.main import load_adapter
+    from .relay.report import summary
+
+    adapter = load_adapter(run.marker.get("implementer", "")) if run.marker else None
+    if run.result is None or adapter is None:
+        return jsjson.stringify(run.summary(), 2)
+    return summary(adapter, run.result, [], os.path.join(run.out_dir, "result.json")).rstrip("\n")
+
+
+@runs.command("show")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+def runs_show(out_dir: str, as_json: bool) -> None:
+    """Print one run: its state, and its result and summary once it has one."""
+    from . import runs as runs_module
+
+    run = runs_module.show(out_dir)
+    if _wants_json(as_json):
+        click.echo(jsjson.stringify({**run.summary(), "result": run.result}, 2))
+    else:
+        click.echo(_run_text(run))
+
+
+@runs.command("wait")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option(
+    "--timeout", "timeout", default=None, help="Give up after this h/m/s duration (exit 124)."
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
+    """Wait until the run has a result; exit with its exit code (124 on timeout, 1 if lost)."""
+    from . import runs as runs_module
+
+    seconds = None
+    if timeout is not None:
+        ms = registry.parse_timeout_ms(timeout)
+        if ms is None:
+            raise click.BadParameter(
+                "use an h/m/s duration such as 30m or 90s", param_hint="--timeout"
+            )
+        seconds = ms / 1000
+    run, timed_out = runs_module.wait(out_dir, seconds)
+    state = {**run.summary(), "result": run.result}
+    click.echo(jsjson.stringify(state, 2) if _wants_json(as_json) else _run_text(run))
+    if timed_out:
+        click.echo(f"delegate: {out_dir}: still {state['status']} after {timeout}", err=True)
+        sys.exit(124)
+    if run.result is None:
+        click.echo(
+            f"delegate: {out_dir}: the relay ended without writing a result (lost)", err=True
+        )
+        sys.exit(1)
+    code = run.result.get("exitCode")
+    sys.exit(code if isinstance(code, int) and 0 <= code < 256 else 1)
+
+
+# ---------------------------------------------------------------- mcp
+
+
+@cli.group("mcp", invoke_without_command=True)
+@click.pass_context
+def mcp_group(ctx: click.Context) -> None:
+    """Serve the read and dispatch commands as MCP tools over stdio.
+
+    Nothing it offers writes or approves config, edits lanes or deletes
+    anything. Needs the `mcp` extra: python3 -m pip install 'delegate-skills[mcp]'.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "the MCP server needs the official SDK: python3 -m pip install 'delegate-skills[mcp]'"
+        ) from None
+    from .mcp_server import serve
+
+    serve()
+
+
+MCP_CLIENTS = ("claude", "cursor", "codex", "opencode")
+
+
+def mcp_snippet(client: str, command: str) -> str:
+    if client == "codex":
+        return f'[mcp_servers.delegate]\ncommand = "{command}"\nargs = ["mcp"]'
+    if client == "opencode":
+        block = {
+            "mcp": {"delegate": {"type": "local", "command": [command, "mcp"], "enabled": True}}
+        }
+    else:
+        block = {"mcpServers": {"delegate": {"command": command, "args": ["mcp"]}}}
+    return jsjson.stringify(block, 2)
+
+
+MCP_WHERE = {
+    "claude": "Add to .mcp.json in the project (or run: claude mcp add delegate -- {command} mcp):",
+    "cursor": "Add to ~/.cursor/mcp.json (or .cursor/mcp.json in the project):",
+    "codex": "Add to ~/.codex/config.toml:",
+    "opencode": "Add to opencode.json (project) or ~/.config/opencode/opencode.json:",
+}
+
+
+@mcp_group.command("config")
+@click.option("--client", type=click.Choice(MCP_CLIENTS), required=True)
+def mcp_config(client: str) -> None:
+    """Print the snippet that registers this server with a client (writes nothing)."""
+    import shutil
+
+    command = shutil.which("delegate") or "delegate"
+    click.echo(MCP_WHERE[client].format(command=command))
+    click.echo(mcp_snippet(client, command))
+
+
 # ---------------------------------------------------------------- relay
 
 

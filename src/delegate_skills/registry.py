@@ -242,7 +242,7 @@ class Implementer:
         self.model_probe = model_probe
         self.usage_probe = usage_probe
         self.locate = locate
-        #: How the user signs in, for CLIs whose login state a probe can read.
+        #: How the user signs the CLI in (doctor quotes it when a probe says logged out).
         self.login = login
 
     def __repr__(self) -> str:
@@ -274,6 +274,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         "Cline",
         ("provider", "model", "timeout"),
         win_shell=True,
+        login="cline auth",
     ),
     Implementer(
         "codex",
@@ -344,6 +345,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         usage_probe=UsageProbe(
             ".gemini/antigravity-cli", ("conversations",), "file", Pattern(r"\.db\Z")
         ),
+        login="the Antigravity CLI's first-launch setup",
     ),
     Implementer(
         "grok",
@@ -374,6 +376,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         "Qoder",
         ("model", "permissionMode", "timeout", "readOnly"),
         win_shell=False,
+        login="qodercli login, or QODER_PERSONAL_ACCESS_TOKEN",
     ),
     Implementer(
         "vibe",
@@ -381,6 +384,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         "Mistral Vibe",
         ("timeout", "readOnly"),
         win_shell=False,
+        login="MISTRAL_API_KEY in the environment",
     ),
     Implementer(
         "cursor",
@@ -408,6 +412,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         # A flag, never a word: `pi models` would be read as a prompt.
         model_probe=ModelProbe(args=("--list-models",), format="table"),
         usage_probe=UsageProbe(".pi/agent", ("sessions", "*"), "file", Pattern(r"\.jsonl\Z")),
+        login="/login inside pi, or a provider API-key variable",
     ),
     Implementer(
         "omp",
@@ -418,6 +423,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         usage_probe=UsageProbe(
             ".omp/agent", ("sessions", "*"), "file", Pattern(r"\.jsonl\Z"), "PI_CODING_AGENT_DIR"
         ),
+        login="/login inside omp, or a provider API-key variable",
     ),
     Implementer(
         "aider",
@@ -425,6 +431,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         "Aider",
         ("model", "timeout", "readOnly"),
         win_shell=False,
+        login="a provider API key in the environment or aider's config",
     ),
     Implementer(
         "copilot",
@@ -433,6 +440,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         ("model", "effort", "timeout", "readOnly"),
         win_shell=True,
         version_args=("version",),
+        login="copilot login",
     ),
     Implementer(
         "warp",
@@ -465,6 +473,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
                 "linux": (),
             },
         ),
+        login="ZAI_API_KEY (or ZCODE_API_KEY) in the environment",
     ),
 )
 

@@ -183,8 +183,11 @@ class Relay:
         return self._supervise(launcher, env, brief)
 
     def _fresh_artifacts(self, brief: str) -> dict[str, bytes]:
-        adapter = self.adapter
-        fresh = {adapter.brief_name: brief.encode("utf-8", errors="replace")}
+        from ..runs import RUN_FILE, run_marker
+
+        adapter, opts, run = self.adapter, self.opts, self.run
+        marker = run_marker(adapter.key, opts["lane"], opts["cd"], run.path, run.started_at)
+        fresh = {RUN_FILE: marker, adapter.brief_name: brief.encode("utf-8", errors="replace")}
         if adapter.events_name:
             fresh[adapter.events_name] = b""
         if adapter.stderr_file:

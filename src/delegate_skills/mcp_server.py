@@ -1,0 +1,196 @@
+"""`delegate mcp`: the CLI's read and dispatch commands as MCP tools, over stdio.
+
+Every tool runs exactly one `delegate` command and returns what it printed;
+the server holds no logic of its own. Nothing here writes or approves a
+config, edits a lane or removes anything: those stay with the user, at the
+command line.
+
+Needs the optional `mcp` extra: python3 -m pip install 'delegate-skills[mcp]'.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+
+INSTRUCTIONS = (
+    "delegate-skills: find installed coding-agent CLIs, read the fleet lanes, dispatch a "
+    "brief to an implementer and wait for its result.json. Typical use: lane_resolve or "
+    "doctor, then dispatch (returns the run's out dir), then runs_wait, then review the diff "
+    "yourself and commit. No tool writes or approves a config, edits a lane or deletes "
+    "anything; ask the user to run `delegate lane set`, `delegate config write` or "
+    "`delegate config approve` themselves."
+)
+#: Relay flags the dispatch tool sets itself.
+RESERVED_FLAGS = ("--brief", "--out-dir", "--cd", "-h", "--help")
+
+
+class CommandFailed(Exception):
+    pass
+
+
+def delegate_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "delegate_skills", *args]
+
+
+def run_cli(*args: str, ok_codes: tuple[int, ...] | None = (0,)) -> str:
+    """Run one `delegate` command; its stdout, or CommandFailed with its error line.
+
+    `ok_codes` None accepts any exit code that came with output (`runs wait`
+    exits with the run's own code).
+    """
+    done = subprocess.run(
+        delegate_argv(*args), capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+    )
+    accepted = bool(done.stdout.strip()) if ok_codes is None else done.returncode in ok_codes
+    if not accepted:
+        message = done.stderr.strip() or f"delegate {' '.join(args)} exited {done.returncode}"
+        raise CommandFailed(message)
+    return done.stdout
+
+
+def _cwd_args(cwd: str | None) -> list[str]:
+    return ["--cwd", cwd] if cwd else []
+
+
+def _dispatch_dir(cwd: str) -> str:
+    from .relay.rundir import default_root
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H-%M-%S-%fZ")
+    base = os.path.basename(os.path.normpath(cwd)) or "repo"
+    return os.path.join(default_root(), f"{base}-{stamp}-mcp{os.urandom(3).hex()}")
+
+
+def start_relay(implementer: str, brief: str, cwd: str, lane: str | None, args: list[str]) -> dict:
+    """Start `delegate relay` detached with `brief` on its stdin; its out dir and pid."""
+    for arg in args:
+        if arg in RESERVED_FLAGS:
+            raise CommandFailed(f"{arg} is set by the dispatch tool; leave it out of args")
+    if not os.path.isdir(cwd):
+        raise CommandFailed(f"cwd is not a directory: {cwd}")
+    out_dir = _dispatch_dir(cwd)
+    argv = delegate_argv("relay", implementer, "--cd", cwd, "--out-dir", out_dir)
+    if lane:
+        argv += ["--lane", lane]
+    argv += list(args)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    proc.stdin.write(brief.encode("utf-8"))
+    proc.stdin.close()
+    return {"outDir": out_dir, "pid": proc.pid, "implementer": implementer, "lane": lane}
+
+
+def build_server():
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from . import __version__, jsjson
+
+    server = MCPServer(name="delegate-skills", version=__version__, instructions=INSTRUCTIONS)
+
+    def call(*args: str, ok_codes: tuple[int, ...] | None = (0,)) -> str:
+        try:
+            return run_cli(*args, ok_codes=ok_codes)
+        except CommandFailed as problem:
+            raise ToolError(str(problem)) from None
+
+    @server.tool()
+    def discover(usage: bool = False) -> str:
+        """Installed implementer CLIs: version, login, models (`delegate discover --json`)."""
+        return call("discover", "--json", *(["--usage"] if usage else []))
+
+    @server.tool()
+    def config_load(cwd: str | None = None) -> str:
+        """The effective fleet lanes for a directory (`delegate config load`)."""
+        return call("config", "load", *_cwd_args(cwd))
+
+    @server.tool()
+    def config_validate(file: str) -> str:
+        """Check a delegate-fleet.v1 file without writing anything (`delegate config validate`)."""
+        return call("config", "validate", file)
+
+    @server.tool()
+    def lane_list(cwd: str | None = None) -> str:
+        """Effective lanes, their source and whether each may dispatch (`delegate lane list`)."""
+        return call("lane", "list", "--json", *_cwd_args(cwd))
+
+    @server.tool()
+    def lane_resolve(lane: str, implementer: str, cwd: str | None = None) -> str:
+        """The dials a lane gives an implementer's relay (`delegate lane resolve`)."""
+        return call(
+            "lane", "resolve", "--lane", lane, "--implementer", implementer, *_cwd_args(cwd)
+        )
+
+    @server.tool()
+    def doctor(lane: str | None = None, cwd: str | None = None) -> str:
+        """Whether each lane would dispatch, with the fix where not (`delegate doctor`)."""
+        return call(
+            "doctor",
+            "--json",
+            *(["--lane", lane] if lane else []),
+            *_cwd_args(cwd),
+            ok_codes=(0, 1),
+        )
+
+    @server.tool()
+    def dispatch(
+        implementer: str,
+        brief: str,
+        cwd: str,
+        lane: str | None = None,
+        args: list[str] | None = None,
+    ) -> str:
+        """Start `delegate relay IMPLEMENTER` detached with this brief; returns the run's out dir.
+
+        `args` are further relay flags (e.g. ["--read-only"], ["--timeout", "45m"]). Wait with
+        runs_wait(out_dir); the relay never commits.
+        """
+        try:
+            return jsjson.stringify(start_relay(implementer, brief, cwd, lane, args or []), 2)
+        except CommandFailed as problem:
+            raise ToolError(str(problem)) from None
+
+    @server.tool()
+    def runs_list(roots: list[str] | None = None) -> str:
+        """Relay runs, newest first, with their status (`delegate runs list --json`)."""
+        extra = [part for root in roots or [] for part in ("--root", root)]
+        return call("runs", "list", "--json", *extra)
+
+    @server.tool()
+    def runs_show(out_dir: str) -> str:
+        """One run's state and result (`delegate runs show --json`)."""
+        return call("runs", "show", out_dir, "--json")
+
+    @server.tool()
+    def runs_wait(out_dir: str, timeout: str | None = None) -> str:
+        """Wait until a run has a result (or is lost); `timeout` as h/m/s (`delegate runs wait`)."""
+        extra = ["--timeout", timeout] if timeout else []
+        return call("runs", "wait", out_dir, "--json", *extra, ok_codes=None)
+
+    return server
+
+
+#: What each tool is called over MCP, mapped to the command it runs.
+TOOL_COMMANDS = {
+    "discover": "delegate discover --json",
+    "config_load": "delegate config load",
+    "config_validate": "delegate config validate",
+    "lane_list": "delegate lane list --json",
+    "lane_resolve": "delegate lane resolve",
+    "doctor": "delegate doctor --json",
+    "dispatch": "delegate relay KEY (detached)",
+    "runs_list": "delegate runs list --json",
+    "runs_show": "delegate runs show --json",
+    "runs_wait": "delegate runs wait --json",
+}
+
+
+def serve() -> None:
+    build_server().run("stdio")

@@ -1,0 +1,236 @@
+"""`delegate mcp` driven by the official SDK's own stdio client."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import PYTHON, fleet_doc, write_json
+from relaykit import Bench
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TOOLS = {
+    "discover", "config_load", "config_validate", "lane_list", "lane_resolve", "doctor",
+    "dispatch", "runs_list", "runs_show", "runs_wait",
+}  # fmt: skip
+
+
+def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PYTHON, "-m", "delegate_skills", *args], capture_output=True, text=True, env=env
+    )
+
+
+def with_server(env: dict, body):
+    """Run `body(session)` against a fresh `delegate mcp` server; return what it returns."""
+
+    async def main():
+        params = StdioServerParameters(
+            command=PYTHON, args=["-m", "delegate_skills", "mcp"], env=env
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await body(session)
+
+    return anyio.run(main)
+
+
+def text(result) -> str:
+    return "".join(part.text for part in result.content)
+
+
+@pytest.fixture
+def world(tmp_path, home, global_config, repo):
+    write_json(
+        global_config,
+        fleet_doc({"tests": {"implementer": "codex"}, "chat": {"implementer": "kimi"}}),
+    )
+    source = write_json(
+        tmp_path / "lanes.json", fleet_doc({"review": {"implementer": "codex", "readOnly": True}})
+    )
+    assert (
+        cli(
+            "config",
+            "write",
+            "--scope",
+            "project",
+            "--cwd",
+            str(repo),
+            str(source),
+            env=dict(os.environ),
+        ).returncode
+        == 0
+    )
+    bench = Bench(tmp_path / "bench", "codex")
+    env = bench.fake.env(TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    return {"env": env, "repo": repo, "bench": bench, "source": source, "global": global_config}
+
+
+def fingerprint(world) -> dict[str, str]:
+    paths = [world["global"], world["repo"] / ".delegate" / "config.json",
+             world["repo"] / ".git" / "delegate-skills" / "project-config.sha256"]  # fmt: skip
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def test_tools_and_their_schemas(world):
+    async def body(session):
+        return (await session.list_tools()).tools
+
+    tools = with_server(world["env"], body)
+    assert {tool.name for tool in tools} == TOOLS
+    schemas = {tool.name: tool.input_schema for tool in tools}
+    assert schemas["lane_resolve"]["required"] == ["lane", "implementer"]
+    assert schemas["dispatch"]["required"] == ["implementer", "brief", "cwd"]
+    assert schemas["runs_wait"]["required"] == ["out_dir"]
+
+
+def test_each_tool_returns_what_its_command_prints(world):
+    env, repo = world["env"], str(world["repo"])
+    bench = world["bench"]
+    bench.script({"actions": [{"stdout": '{"type":"thread.started","thread_id":"t-1"}\n'}]})
+    assert bench.relay(env=env).code == 0
+    cases = [
+        ("discover", {}, ["discover", "--json"]),
+        ("config_load", {"cwd": repo}, ["config", "load", "--cwd", repo]),
+        ("config_validate", {"file": str(world["source"])}, ["config", "validate", str(world["source"])]),
+        ("lane_list", {"cwd": repo}, ["lane", "list", "--json", "--cwd", repo]),
+        ("lane_resolve", {"lane": "review", "implementer": "codex", "cwd": repo},
+         ["lane", "resolve", "--lane", "review", "--implementer", "codex", "--cwd", repo]),
+        ("doctor", {"cwd": repo}, ["doctor", "--json", "--cwd", repo]),
+        ("runs_list", {"roots": [str(bench.out)]}, ["runs", "list", "--json", "--root", str(bench.out)]),
+        ("runs_show", {"out_dir": str(bench.out)}, ["runs", "show", str(bench.out), "--json"]),
+        ("runs_wait", {"out_dir": str(bench.out)}, ["runs", "wait", str(bench.out), "--json"]),
+    ]  # fmt: skip
+
+    async def body(session):
+        return [(name, await session.call_tool(name, arguments)) for name, arguments, _ in cases]
+
+    answers = with_server(env, body)
+    for (name, result), (_, _, argv) in zip(answers, cases, strict=True):
+        expected = cli(*argv, env=env).stdout
+        assert not result.is_error, (name, text(result))
+        if name in ("runs_list", "runs_show", "runs_wait"):
+            got, want = json.loads(text(result)), json.loads(expected)
+            for doc in (got, want):
+                for row in doc.get("runs", [doc]):
+                    row.pop("elapsedSeconds", None)
+            assert got == want, name
+        else:
+            assert text(result).strip() == expected.strip(), name
+
+
+def test_a_bad_argument_is_a_tool_error_and_the_server_lives_on(world):
+    async def body(session):
+        bad = await session.call_tool("lane_resolve", {"lane": "nope", "implementer": "codex"})
+        wrong = await session.call_tool("config_validate", {"file": "/nonexistent.json"})
+        good = await session.call_tool("config_load", {})
+        return bad, wrong, good
+
+    bad, wrong, good = with_server(world["env"], body)
+    assert bad.is_error and "fleet lane not found: nope" in text(bad)
+    assert wrong.is_error and "cannot read" in text(wrong)
+    assert not good.is_error and json.loads(text(good))["version"] == "delegate-fleet.v1"
+
+
+def test_dispatch_then_wait(world):
+    bench, env = world["bench"], world["env"]
+    bench.script(
+        {
+            "actions": [
+                {"pid_file": str(bench.tmp / "child.pid")},
+                {"stdout": '{"type":"thread.started","thread_id":"t-mcp"}\n'},
+                {"sleep": 1.5},
+                {"write": ["done.txt", "x"]},
+            ]
+        }
+    )
+
+    async def body(session):
+        started = json.loads(text(await session.call_tool(
+            "dispatch", {"implementer": "codex", "brief": "do it\n", "cwd": str(bench.work), "args": ["--timeout", "1m"]}
+        )))  # fmt: skip
+        out_dir = started["outDir"]
+        while not (bench.tmp / "child.pid").exists():
+            await anyio.sleep(0.02)
+        listing = json.loads(text(await session.call_tool("runs_list", {})))
+        waited = json.loads(text(await session.call_tool("runs_wait", {"out_dir": out_dir})))
+        return out_dir, listing, waited
+
+    out_dir, listing, waited = with_server(env, body)
+    (row,) = [r for r in listing["runs"] if r["outDir"] == out_dir]
+    assert (row["status"], row["implementer"]) == ("running", "codex")
+    assert waited["status"] == "completed"
+    assert waited["result"]["threadId"] == "t-mcp"
+    assert waited["result"]["touchedFiles"] == ["?? done.txt"]
+    assert Path(out_dir, "brief.txt").read_text() == "do it\n"
+
+
+def test_dispatch_refuses_flags_it_sets_itself(world):
+    async def body(session):
+        return await session.call_tool(
+            "dispatch",
+            {
+                "implementer": "codex",
+                "brief": "x",
+                "cwd": str(world["repo"]),
+                "args": ["--out-dir", "/tmp/x"],
+            },
+        )
+
+    result = with_server(world["env"], body)
+    assert result.is_error and "--out-dir is set by the dispatch tool" in text(result)
+
+
+def test_no_tool_changes_config_approval_or_lanes(world, tmp_path):
+    before = fingerprint(world)
+    candidate = write_json(tmp_path / "other.json", fleet_doc({"evil": {"implementer": "codex"}}))
+    calls = [
+        ("discover", {"usage": True}),
+        ("config_load", {"cwd": str(world["repo"])}),
+        ("config_validate", {"file": str(candidate)}),
+        ("lane_list", {"cwd": str(world["repo"])}),
+        ("lane_resolve", {"lane": "review", "implementer": "codex", "cwd": str(world["repo"])}),
+        ("doctor", {"cwd": str(world["repo"])}),
+        ("runs_list", {}),
+        ("runs_show", {"out_dir": str(tmp_path)}),
+        ("runs_wait", {"out_dir": str(tmp_path), "timeout": "1s"}),
+    ]
+
+    async def body(session):
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        for name, arguments in calls:
+            await session.call_tool(name, arguments)
+        return names
+
+    names = with_server(world["env"], body)
+    assert names == TOOLS
+    assert not any(
+        word in name
+        for name in names
+        for word in ("write", "set", "unset", "approve", "remove", "delete")
+    )
+    assert fingerprint(world) == before
+    assert json.loads(world["global"].read_text())["lanes"].keys() == {"tests", "chat"}
+
+
+def test_config_snippets():
+    for client, needle in (
+        ("claude", '"mcpServers"'),
+        ("cursor", '"mcpServers"'),
+        ("codex", "[mcp_servers.delegate]"),
+        ("opencode", '"type": "local"'),
+    ):
+        done = cli("mcp", "config", "--client", client, env=dict(os.environ))
+        assert done.returncode == 0
+        assert needle in done.stdout
+        assert '"mcp"' in done.stdout or 'args = ["mcp"]' in done.stdout
