@@ -1,10 +1,28 @@
 """OpenCode (`opencode run`): brief on stdin, JSON events, autonomy by agent.
 
 `build` (the default) edits headlessly with `--auto`, so no permission prompt
-can stall the run; `plan` (--read-only) never gets `--auto`, and its child is
-started with permission overrides that deny edits and the shell outright, so
-neither OpenCode's own plan defaults nor a user config that allows edits lets
-it write. The read-only tripwire reports anything that still lands.
+can stall the run. `plan` (--read-only) never gets `--auto`, and that alone is
+not read-only: OpenCode's plan agent still allows `bash` (so `echo x > f`
+lands), may write `.opencode/plans/*.md`, may start subagents that can, and a
+user config can widen it further. So a plan child also gets permission
+overrides through its environment (verified against opencode 1.18.33 with a
+scripted model and hostile user configs):
+
+* OpenCode decides a permission by the *last* matching rule, and merges config
+  sources keeping each key where the user first wrote it. Rules under the
+  legacy `mode.plan` section are merged into the plan agent last, so keys
+  there that no user writes (`?*` matches every permission name, `rea?` matches
+  `read`) end up as the final rules: deny everything, then allow the read
+  tools again.
+* `agent.plan` pins the agent on (`disable: false`, `mode: primary`): a user
+  config that disables it would otherwise fall back to build silently.
+* OPENCODE_PERMISSION narrows every agent's base rules as a second line.
+* OPENCODE_DISABLE_PROJECT_CONFIG stops OpenCode writing into the repository
+  while it loads project config (it adds `$schema` to opencode.json and
+  creates `.opencode/.gitignore`); the repository's AGENTS.md files, which
+  that also hides, are handed back through `instructions`.
+
+The read-only tripwire reports anything that still lands.
 """
 
 from __future__ import annotations
@@ -24,8 +42,89 @@ from delegate_skills.relay.options import (
 )
 
 PLAN = "plan"
-#: Permissions for a plan run: read what you like, change nothing.
-PLAN_PERMISSION = {"edit": "deny", "bash": "deny", "webfetch": "deny"}
+#: OpenCode's own rules for reading: .env files stay behind a prompt (rejected headless).
+READ_RULES = {"*": "allow", "*.env": "ask", "*.env.*": "ask", "*.env.example": "allow"}
+#: Plain names: take over the user's value for the usual keys.
+PLAN_DENY = {
+    "*": "deny",
+    "bash": "deny",
+    "edit": "deny",
+    "task": "deny",
+    "external_directory": "deny",
+}
+#: Spellings no user writes, so they are appended, and evaluated, last.
+PLAN_LAST_WORD = {
+    "?*": "deny",
+    "rea?": READ_RULES,
+    "gre?": "allow",
+    "glo?": "allow",
+    "lis?": "allow",
+    "todowrit?": "allow",
+    "invali?": "allow",
+}
+TOP_PERMISSION = {
+    **{k: v for k, v in PLAN_DENY.items() if k != "external_directory"},
+    "read": READ_RULES,
+    "grep": "allow",
+    "glob": "allow",
+    "list": "allow",
+    "todowrite": "allow",
+    **PLAN_LAST_WORD,
+}
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+
+
+def _merge(under: dict, over: dict) -> dict:
+    merged = dict(under)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merge(merged[key], value) if both else value
+    return merged
+
+
+def instruction_files(cwd: str) -> list[str]:
+    """AGENTS.md files from `cwd` up to the git root (CLAUDE.md when there are none)."""
+    chain, directory = [], os.path.abspath(cwd)
+    while True:
+        chain.append(directory)
+        parent = os.path.dirname(directory)
+        if os.path.exists(os.path.join(directory, ".git")) or parent == directory:
+            break
+        directory = parent
+    for name in INSTRUCTION_FILES:
+        found = [os.path.join(d, name) for d in chain if os.path.isfile(os.path.join(d, name))]
+        if found:
+            return found
+    return []
+
+
+def plan_environment(env: dict[str, str], cwd: str) -> dict[str, str]:
+    """`env` with the overrides that make a plan run read-only (see the module docstring)."""
+    override: dict = {
+        "agent": {"plan": {"disable": False, "mode": "primary", "permission": dict(PLAN_DENY)}},
+        "mode": {"plan": {"permission": dict(PLAN_LAST_WORD)}},
+        "lsp": False,
+    }
+    files = instruction_files(cwd)
+    inherited = env.get("OPENCODE_CONFIG_CONTENT")
+    content = override
+    if inherited:
+        try:
+            parsed = json.loads(inherited)
+        except ValueError:
+            parsed = None  # not plain JSON: dropped rather than run unmerged
+        if isinstance(parsed, dict):
+            if isinstance(parsed.get("instructions"), list):
+                files = [*parsed["instructions"], *files]
+            content = _merge(parsed, override)
+    if files:
+        content["instructions"] = files
+    return {
+        **env,
+        "OPENCODE_CONFIG_CONTENT": json.dumps(content),
+        "OPENCODE_PERMISSION": json.dumps(TOP_PERMISSION),
+        "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+    }
 
 
 class OpenCodeState(State):
@@ -107,9 +206,7 @@ class OpenCode(Adapter):
 
     def child_env(self, opts: dict) -> dict[str, str]:
         env = {**os.environ, "PWD": opts["cd"]}
-        if self.read_only(opts):
-            env["OPENCODE_PERMISSION"] = json.dumps(PLAN_PERMISSION)
-        return env
+        return plan_environment(env, opts["cd"]) if self.read_only(opts) else env
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = ["run", "--format", "json"]

@@ -12,7 +12,15 @@ from relaykit import Bench
 @pytest.fixture
 def bench(tmp_path, home):
     bench = Bench(tmp_path, "opencode")
-    bench.script({}, env_keys=["PWD", "OPENCODE_PERMISSION"])
+    bench.script(
+        {},
+        env_keys=[
+            "PWD",
+            "OPENCODE_PERMISSION",
+            "OPENCODE_CONFIG_CONTENT",
+            "OPENCODE_DISABLE_PROJECT_CONFIG",
+        ],
+    )
     return bench
 
 
@@ -57,16 +65,66 @@ def test_brief_on_stdin_and_pwd_pinned(bench):
     call = bench.fake.run_call()
     assert call["stdin"] == "smoke brief: run until killed.\n"
     assert call["env"]["PWD"] == str(bench.work)
-    assert "OPENCODE_PERMISSION" not in call["env"]
 
 
-def test_plan_run_denies_edits_and_the_shell(bench):
+def test_plan_run_denies_every_tool_but_the_read_tools(bench):
+    (bench.work / "AGENTS.md").write_text("house rules\n")
     argv_of(bench, "--read-only")
-    permission = json.loads(bench.fake.run_call()["env"]["OPENCODE_PERMISSION"])
-    assert permission["edit"] == "deny"
-    assert permission["bash"] == "deny"
+    env = bench.fake.run_call()["env"]
+    config = json.loads(env["OPENCODE_CONFIG_CONTENT"])
+    assert config["agent"]["plan"] == {
+        "disable": False,
+        "mode": "primary",
+        "permission": {
+            "*": "deny",
+            "bash": "deny",
+            "edit": "deny",
+            "task": "deny",
+            "external_directory": "deny",
+        },
+    }
+    last_word = config["mode"]["plan"]["permission"]
+    assert list(last_word)[:2] == ["?*", "rea?"]
+    assert (
+        last_word["?*"] == "deny" and last_word["gre?"] == "allow" and last_word["glo?"] == "allow"
+    )
+    assert config["lsp"] is False
+    assert config["instructions"] == [str(bench.work / "AGENTS.md")]
+    top = json.loads(env["OPENCODE_PERMISSION"])
+    assert (top["bash"], top["edit"], top["grep"], top["?*"]) == ("deny", "deny", "allow", "deny")
+    assert env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
     result = bench.result
     assert (result["agent"], result["auto"], result["readOnlyViolation"]) == ("plan", True, False)
+
+
+def test_plan_run_keeps_the_users_inline_config_underneath(bench):
+    inline = json.dumps(
+        {
+            "model": "x/y",
+            "mode": {"plan": {"permission": {"bash": "allow"}}},
+            "instructions": ["/a.md"],
+        }
+    )
+    bench.relay("--read-only", env=bench.fake.env(OPENCODE_CONFIG_CONTENT=inline))
+    config = json.loads(bench.fake.run_call()["env"]["OPENCODE_CONFIG_CONTENT"])
+    assert config["model"] == "x/y"
+    assert list(config["mode"]["plan"]["permission"]) == [
+        "bash",
+        "?*",
+        "rea?",
+        "gre?",
+        "glo?",
+        "lis?",
+        "todowrit?",
+        "invali?",
+    ]
+    assert config["instructions"] == ["/a.md"]
+
+
+def test_build_runs_get_no_override(bench):
+    argv_of(bench)
+    env = bench.fake.run_call()["env"]
+    assert "OPENCODE_CONFIG_CONTENT" not in env and "OPENCODE_DISABLE_PROJECT_CONFIG" not in env
 
 
 def test_a_write_that_still_lands_trips_the_wire(bench):

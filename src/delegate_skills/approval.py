@@ -10,7 +10,6 @@ any edit to the config fails closed in both.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from .jsjson import js_trim
@@ -21,6 +20,8 @@ LOCK_FILE = "project-config.lock"
 
 
 def digest(raw: bytes) -> str:
+    import hashlib  # loads OpenSSL: only paths that read a project config pay for it
+
     return hashlib.sha256(raw).hexdigest()
 
 

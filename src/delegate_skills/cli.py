@@ -451,6 +451,15 @@ def entry_command(script: str, skill_dir: str, args: tuple[str, ...]) -> None:
     sys.exit(run(script, skill_dir, list(args)))
 
 
+def _register_skills() -> None:
+    from .skills_cli import skills
+
+    cli.add_command(skills)
+
+
+_register_skills()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on stderr for every error a user can cause."""
     args = sys.argv[1:] if argv is None else argv

@@ -8,7 +8,8 @@ missing, a repository git refuses to open) gives None, never an exception.
 from __future__ import annotations
 
 import os
-import subprocess
+
+from .spawn import capture
 
 GIT_TIMEOUT_S = 10
 
@@ -23,18 +24,10 @@ class RepoPaths:
 
 def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
     """stdout of `git -C cwd args…`, or None when git fails, is missing or hangs."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", cwd, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=timeout,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
+    done = capture(["git", "-C", cwd, *args], cwd=None, env=dict(os.environ), timeout=timeout)
+    if done is None or done[0] != 0:
         return None
-    return done.stdout if done.returncode == 0 else None
+    return done[1]
 
 
 def repo_paths(cwd: str) -> RepoPaths:

@@ -15,21 +15,10 @@ order JavaScript walks object keys. Three things differ from Python's `json`:
 
 from __future__ import annotations
 
-import json
-import re
+from _json import encode_basestring
 
 _ARRAY_INDEX_MAX = 2**32 - 2
 _SAFE_INT = 2**53
-_ESCAPE = r'[\x00-\x1f"\\\ud800-\udfff]'
-_SHORT_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-}
 
 
 class Missing:
@@ -79,6 +68,8 @@ def loads(text: str):
     Raises ValueError (json.JSONDecodeError included) on anything JSON.parse
     rejects, and on nesting too deep to walk.
     """
+    import json
+
     try:
         return json.loads(
             text,
@@ -96,11 +87,28 @@ def decode_utf8(raw: bytes) -> str:
 
 
 def _string(value: str) -> str:
-    def escape(match: re.Match) -> str:
-        ch = match.group()
-        return _SHORT_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+    """A JSON string literal as JSON.stringify writes it.
 
-    return '"' + re.sub(_ESCAPE, escape, value) + '"'
+    Python's C encoder escapes exactly what JavaScript escapes (quote,
+    backslash, control characters; \\b \\f \\n \\r \\t short) except lone
+    surrogates, which only JavaScript escapes (as \\udxxx).
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        return encode_basestring(value)
+    parts, run = [], []
+    for char in value:
+        if 0xD800 <= ord(char) <= 0xDFFF:
+            parts.append(encode_basestring("".join(run))[1:-1])
+            parts.append(f"\\u{ord(char):04x}")
+            run = []
+        else:
+            run.append(char)
+    parts.append(encode_basestring("".join(run))[1:-1])
+    return '"' + "".join(parts) + '"'
 
 
 def js_number(value: float) -> str:

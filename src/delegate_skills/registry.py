@@ -8,8 +8,6 @@ patterns the Node bundle uses: matched whole with `fullmatch`, ASCII classes.
 
 from __future__ import annotations
 
-import re
-
 CONFIG_VERSION = "delegate-fleet.v1"
 RESULT_VERSION = "delegate-relay.result.v1"
 DISCOVER_VERSION = "delegate-discover.v1"
@@ -32,26 +30,28 @@ BOOLEAN_DIALS = ("readOnly", "force")
 class Pattern:
     """A regular expression compiled on first use.
 
-    The registry holds dozens of patterns and the dispatch path needs two or
-    three of them; compiling the rest at import would cost every start.
+    The registry holds dozens of patterns and the dispatch path needs few or
+    none of them; compiling them (and importing `re`) at import would cost
+    every start. Flags are written inline: `(?i)`, `(?a)`, `(?m)`.
     """
 
-    __slots__ = ("_compiled", "flags", "pattern")
+    __slots__ = ("_compiled", "pattern")
 
-    def __init__(self, pattern: str, flags: int = 0) -> None:
+    def __init__(self, pattern: str) -> None:
         self.pattern = pattern
-        self.flags = flags
-        self._compiled: re.Pattern | None = None
+        self._compiled = None
 
-    def compiled(self) -> re.Pattern:
+    def compiled(self):
         if self._compiled is None:
-            self._compiled = re.compile(self.pattern, self.flags)
+            import re
+
+            self._compiled = re.compile(self.pattern)
         return self._compiled
 
-    def fullmatch(self, text: str) -> re.Match | None:
+    def fullmatch(self, text: str):
         return self.compiled().fullmatch(text)
 
-    def search(self, text: str) -> re.Match | None:
+    def search(self, text: str):
         return self.compiled().search(text)
 
 
@@ -90,7 +90,7 @@ EFFORT_CHOICES = {
     "omp": OMP_THINKING,
 }
 BARE_EFFORT_IMPLEMENTERS = ("codex", "grok", "commandcode")
-BARE_TOKEN = Pattern(r"[a-z][a-z0-9-]*", re.IGNORECASE | re.ASCII)
+BARE_TOKEN = Pattern(r"(?ai)[a-z][a-z0-9-]*")
 
 SANDBOX_CHOICES = {"codex": CODEX_SANDBOX, "grok": GROK_SANDBOX}
 PERMISSION_CHOICES = {"qoder": QODER_PERMISSION, "zcode": ZCODE_MODE}
@@ -249,9 +249,8 @@ class Implementer:
         return f"Implementer({self.key!r})"
 
 
-_I = re.IGNORECASE
-_UUID_FILE = Pattern(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl\Z", _I)
-_UUID_PREFIX = Pattern(r"\A[0-9a-f]{8}-[0-9a-f]{4}-", _I)
+_UUID_FILE = Pattern(r"(?i)\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl\Z")
+_UUID_PREFIX = Pattern(r"(?i)\A[0-9a-f]{8}-[0-9a-f]{4}-")
 
 IMPLEMENTERS: tuple[Implementer, ...] = (
     Implementer(
@@ -285,8 +284,8 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         # codex prints its login state on stderr.
         auth_probe=AuthProbe(
             ("login", "status"),
-            success=Pattern(r"logged in", _I),
-            fail=Pattern(r"not logged in", _I),
+            success=Pattern(r"(?i)logged in"),
+            fail=Pattern(r"(?i)not logged in"),
         ),
         # `codex models` would send a prompt; the cached catalog is the offline list.
         model_probe=ModelProbe(
@@ -312,8 +311,8 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         win_shell=False,
         auth_probe=AuthProbe(
             ("status",),
-            success=Pattern(r"Authenticated", _I),
-            fail=Pattern(r"not authenticated|logged out", _I),
+            success=Pattern(r"(?i)Authenticated"),
+            fail=Pattern(r"(?i)not authenticated|logged out"),
         ),
         # A flag, never a word: `cmd models` would be read as a prompt.
         model_probe=ModelProbe(args=("--list-models",), format="commandcode"),
@@ -327,9 +326,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         ("model", "variant", "timeout", "readOnly"),
         win_shell=True,
         # Exits 0 with an empty list too: a "●" row is the only sign of a login.
-        auth_probe=AuthProbe(
-            ("auth", "list"), success=Pattern(r"^●\s", re.MULTILINE), miss_means_false=True
-        ),
+        auth_probe=AuthProbe(("auth", "list"), success=Pattern(r"(?m)^●\s"), miss_means_false=True),
         model_probe=ModelProbe(args=("models",), format="lines"),
         login="opencode auth login",
     ),
@@ -355,7 +352,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         win_shell=True,
         version_args=("version",),
         version_fallback_args=("--version",),
-        auth_probe=AuthProbe(("models",), fail=Pattern(r"not authenticated", _I)),
+        auth_probe=AuthProbe(("models",), fail=Pattern(r"(?i)not authenticated")),
         model_probe=ModelProbe(args=("models",), format="grok"),
         usage_probe=UsageProbe(".grok", ("sessions", "*"), "dir", _UUID_PREFIX),
         login="grok login",
@@ -394,8 +391,8 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         win_shell=True,
         auth_probe=AuthProbe(
             ("status",),
-            success=Pattern(r"logged in as", _I),
-            fail=Pattern(r"not logged in", _I),
+            success=Pattern(r"(?i)logged in as"),
+            fail=Pattern(r"(?i)not logged in"),
         ),
         model_probe=ModelProbe(args=("models",), format="cursor"),
         usage_probe=UsageProbe(
@@ -451,7 +448,7 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         # `text` output prints `user:<id>` or `service_account:<id>`.
         auth_probe=AuthProbe(
             ("whoami", "--output-format", "text"),
-            success=Pattern(r"^(?:user|service_account):\S", re.MULTILINE),
+            success=Pattern(r"(?m)^(?:user|service_account):\S"),
         ),
         login="oz login (or set WARP_API_KEY on a headless host)",
     ),

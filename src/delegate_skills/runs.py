@@ -8,9 +8,6 @@ relay process lives, and `lost` once that process is gone.
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import json
 import os
 import time
 
@@ -49,10 +46,14 @@ def run_marker(
         "pidStart": process_start(pid),
         "startedAt": started_at,
     }
-    return (json.dumps(marker, indent=2) + "\n").encode()
+    from .jsjson import document_bytes
+
+    return document_bytes(marker)
 
 
 def _read_json(path: str) -> dict | None:
+    import json
+
     try:
         with open(path, "rb") as handle:
             value = json.loads(handle.read())
@@ -81,13 +82,22 @@ def _alive(marker: dict) -> bool:
         return True
 
 
-def _parse_iso(text) -> datetime.datetime | None:
+def _parse_iso(text):
+    """A datetime for an ISO time stamp, or None."""
+    import datetime
+
     if not isinstance(text, str):
         return None
     try:
         return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def _utc_now():
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 class Run:
@@ -120,9 +130,7 @@ class Run:
         started = self.marker.get("startedAt") or result.get("startedAt")
         finished = result.get("finishedAt")
         begin = _parse_iso(started)
-        end = _parse_iso(finished) or (
-            datetime.datetime.now(datetime.timezone.utc) if status == "running" else None
-        )
+        end = _parse_iso(finished) or (_utc_now() if status == "running" else None)
         elapsed = round((end - begin).total_seconds(), 3) if begin and end else None
         return {
             "outDir": self.out_dir,
@@ -147,8 +155,11 @@ def list_runs(roots: list[str]) -> list[dict]:
     seen, runs = set(), []
     for root in roots:
         candidates = [root]
-        with contextlib.suppress(OSError), os.scandir(root) as entries:
-            candidates += [entry.path for entry in entries if entry.is_dir()]
+        try:
+            with os.scandir(root) as entries:
+                candidates += [entry.path for entry in entries if entry.is_dir()]
+        except OSError:
+            pass
         for path in candidates:
             real = os.path.realpath(path)
             if real in seen:

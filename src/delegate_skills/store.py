@@ -14,10 +14,8 @@ Reads never lock.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-from collections.abc import Iterator
 
 from .errors import UserError
 
@@ -64,8 +62,10 @@ def atomic_write(
             os.chmod(temp, mode)
         os.replace(temp, target)
     except BaseException:
-        with contextlib.suppress(OSError):
+        try:
             os.unlink(temp)
+        except OSError:
+            pass
         raise
     if durable:
         _fsync_dir(directory)
@@ -102,31 +102,42 @@ def sweep_temps(target: str) -> None:
         return
     for name in names:
         if name.startswith(prefix) and name.endswith(_TEMP_SUFFIX):
-            with contextlib.suppress(OSError):
+            try:
                 os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
 
 
 def lock_path_for(target: str) -> str:
     return f"{target}.lock"
 
 
-@contextlib.contextmanager
-def queue(targets: tuple[str, ...], lock_path: str) -> Iterator[None]:
-    """Hold the write queue at `lock_path` while the caller rewrites `targets`."""
-    from filelock import FileLock, Timeout
+class queue:  # lower case: used as `with store.queue(...)`, like a function
+    """Hold the write queue at `lock_path` while the caller rewrites `targets`.
 
-    os.makedirs(os.path.dirname(lock_path) or ".", exist_ok=True)
-    lock = FileLock(lock_path, timeout=QUEUE_TIMEOUT_S)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise UserError(
-            f"another writer has held {lock_path} for {QUEUE_TIMEOUT_S:.0f}s; "
-            "wait for it to finish, then retry"
-        ) from None
-    try:
-        for target in targets:
+    On entry the lock is taken (waiting up to QUEUE_TIMEOUT_S) and temp files a
+    dead writer left beside the targets are swept; on exit the lock is let go.
+    """
+
+    def __init__(self, targets: tuple[str, ...], lock_path: str) -> None:
+        self._targets = targets
+        self._lock_path = lock_path
+        self._lock = None
+
+    def __enter__(self) -> None:
+        from filelock import FileLock, Timeout
+
+        os.makedirs(os.path.dirname(self._lock_path) or ".", exist_ok=True)
+        self._lock = FileLock(self._lock_path, timeout=QUEUE_TIMEOUT_S)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise UserError(
+                f"another writer has held {self._lock_path} for {QUEUE_TIMEOUT_S:.0f}s; "
+                "wait for it to finish, then retry"
+            ) from None
+        for target in self._targets:
             sweep_temps(target)
-        yield
-    finally:
-        lock.release()
+
+    def __exit__(self, *exc_info) -> None:
+        self._lock.release()

@@ -9,14 +9,13 @@ recorded by a handler and delivered through a wakeup pipe.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import selectors
-import signal
-import subprocess
 import time
 from collections.abc import Callable
+
+from ..spawn import Spawned, signal
 
 READ_SIZE = 65536
 #: After the child exits, how long to keep reading output that a lingering
@@ -51,9 +50,11 @@ class RelaySignals:
         return self._read_fd
 
     def drain(self) -> None:
-        with contextlib.suppress(OSError):
+        try:
             while os.read(self._read_fd, 4096):
                 pass
+        except OSError:
+            pass
 
     def first(self) -> int | None:
         return self.received[0] if self.received else None
@@ -80,13 +81,16 @@ class Exited:
         return 128 + self.signal if self.signal else 1
 
 
+_NAMES: dict[int, str] = {}
+
+
 def signal_name(signum: int | None) -> str | None:
-    if signum is None:
-        return None
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return None
+    """SIGTERM for 15, and so on (None for None or an unknown number)."""
+    if not _NAMES:
+        for name in dir(signal):
+            if name.startswith("SIG") and not name.startswith(("SIG_", "SIGRT")):
+                _NAMES.setdefault(getattr(signal, name), name)
+    return _NAMES.get(signum) if signum is not None else None
 
 
 class Child:
@@ -110,7 +114,7 @@ class Child:
         self._stdin_data = stdin
         self._on_stdout = on_stdout
         self._on_stderr = on_stderr
-        self.proc: subprocess.Popen | None = None
+        self.proc: Spawned | None = None
         self.exited: Exited | None = None
         self._selector = selectors.DefaultSelector()
         self._open_pipes = 0
@@ -120,26 +124,19 @@ class Child:
 
     def start(self) -> None:
         """Launch the tree. Raises OSError (FileNotFoundError for a missing binary)."""
-        self.proc = subprocess.Popen(
-            self.argv,
-            cwd=self._cwd,
-            env=self._env,
-            stdin=subprocess.PIPE if self._stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            bufsize=0,
+        self.proc = Spawned(
+            self.argv, cwd=self._cwd, env=self._env, stdin_pipe=self._stdin_data is not None
         )
-        for stream, handler in (
+        for fd, handler in (
             (self.proc.stdout, self._on_stdout),
             (self.proc.stderr, self._on_stderr),
         ):
-            os.set_blocking(stream.fileno(), False)
-            self._selector.register(stream.fileno(), selectors.EVENT_READ, handler)
+            os.set_blocking(fd, False)
+            self._selector.register(fd, selectors.EVENT_READ, handler)
             self._open_pipes += 1
         if self.proc.stdin is not None:
-            os.set_blocking(self.proc.stdin.fileno(), False)
-            self._selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, None)
+            os.set_blocking(self.proc.stdin, False)
+            self._selector.register(self.proc.stdin, selectors.EVENT_WRITE, None)
         if self._signals is not None:
             self._selector.register(self._signals.wakeup_fd, selectors.EVENT_READ, "wakeup")
         self._watch_exit()
@@ -164,8 +161,10 @@ class Child:
             os.killpg(self.proc.pid, signum)
         except OSError:
             if self.exited is None:
-                with contextlib.suppress(OSError):
+                try:
                     self.proc.send_signal(signum)
+                except OSError:
+                    pass
 
     def pump(
         self,
@@ -238,9 +237,21 @@ class Child:
             written = len(self._stdin_view)
         self._stdin_view = self._stdin_view[written:]
         if not self._stdin_view:
+            self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        fd = self.proc.stdin
+        if fd is None:
+            return
+        try:
             self._selector.unregister(fd)
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        except (KeyError, ValueError):
+            pass
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        self.proc.stdin = None
 
     def _drain_now(self) -> None:
         """Read whatever is already waiting in the pipes, without blocking."""
@@ -270,29 +281,20 @@ class Child:
         if code is not None:
             self.exited = Exited(code)
             self._exited_at = time.monotonic()
-            if self.proc.stdin is not None and not self.proc.stdin.closed:
-                with contextlib.suppress(KeyError, ValueError):
-                    self._selector.unregister(self.proc.stdin.fileno())
-                with contextlib.suppress(OSError):
-                    self.proc.stdin.close()
+            self._close_stdin()
 
     def close(self) -> None:
         """Release pipes and the selector (the tree is left as it is)."""
         self._close_pipes()
-        with contextlib.suppress(KeyError):
-            if self._signals is not None:
-                self._selector.unregister(self._signals.wakeup_fd)
+        for fd in (self._signals.wakeup_fd if self._signals else None, self._pidfd):
+            if fd is not None and fd in self._selector.get_map():
+                self._selector.unregister(fd)
         if self._pidfd is not None:
-            with contextlib.suppress(KeyError):
-                self._selector.unregister(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
         self._selector.close()
         if self.proc is not None:
-            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    with contextlib.suppress(OSError):
-                        stream.close()
+            self.proc.close()
 
 
 def is_missing_binary(error: OSError, cwd: str | None) -> bool:

@@ -12,9 +12,7 @@ that did not succeed.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 import time
 
@@ -22,7 +20,7 @@ from .. import registry
 from ..errors import UserError
 from ..jsjson import js_trim
 from .adapter import Adapter, State
-from .child import Child, RelaySignals, is_missing_binary, signal_name
+from .child import Child, RelaySignals, is_missing_binary, signal, signal_name
 from .gitstate import Tripwire, touched_files
 from .options import HelpRequested, Usage, check_directory, parse
 from .report import help_text, summary
@@ -74,8 +72,10 @@ class TextFeed:
 
 
 def _write_stderr(data: bytes) -> None:
-    with contextlib.suppress(OSError):
+    try:
         os.write(2, data)
+    except OSError:
+        pass
 
 
 def _say(line: str) -> None:
@@ -432,8 +432,10 @@ class Relay:
         if final is None:
             final = adapter.final_message(self.state, run)
             if final and not adapter.child_writes_final:
-                with contextlib.suppress(OSError):
+                try:
                     run.write_final(final)
+                except OSError:
+                    pass
         result = self.result(status, exit_code, signal_, final, tail, error)
         try:
             run.write_result(result)
@@ -444,9 +446,11 @@ class Relay:
             self.summary_printed = True
             extra = adapter.summary_lines(self.opts, self.state, result)
             text = summary(adapter, result, extra, run.result_path)
-            with contextlib.suppress(OSError):
+            try:
                 sys.stdout.write(text)
                 sys.stdout.flush()
+            except OSError:
+                pass
         return exit_code
 
     def _path_fields(self) -> dict:

@@ -12,8 +12,6 @@ relay's own artifacts are left out when they sit inside the repository.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import stat
 
@@ -149,6 +147,8 @@ def _fingerprint(path: str) -> str:
         return DIRECTORY
     if not stat.S_ISREG(info.st_mode):
         return UNREADABLE
+    import hashlib  # only read-only runs with dirty paths need it
+
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as handle:
@@ -234,11 +234,7 @@ class Tripwire:
     def verdict(self) -> bool | None:
         after = _tree_state(self._cwd, self._artifacts)
         changed, complete = _changed(self._prints)
-        moved = (
-            self._tree is not None
-            and after is not None
-            and json.dumps(self._tree) != json.dumps(after)
-        )
+        moved = self._tree is not None and after is not None and self._tree != after
         if moved or changed:
             return True
         if self._tree is None or after is None or not complete:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -16,30 +15,28 @@ def _checkout_relays() -> None:
     An installed package maps relays/ there already; a checkout run straight
     from src/ has it beside src/ instead.
     """
-    if importlib.util.find_spec("delegate_skills.relays") is not None:
-        return
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     relays_dir = os.path.join(os.path.dirname(os.path.dirname(package_dir)), "relays")
-    init = os.path.join(relays_dir, "__init__.py")
-    if not os.path.isfile(init):
+    if not os.path.isfile(os.path.join(relays_dir, "__init__.py")):
         return
-    spec = importlib.util.spec_from_file_location(
-        "delegate_skills.relays", init, submodule_search_locations=[relays_dir]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["delegate_skills.relays"] = module
-    spec.loader.exec_module(module)
+    # An empty package whose __path__ is relays/: its modules import as usual.
+    package = type(sys)("delegate_skills.relays")
+    package.__path__ = [relays_dir]
+    sys.modules["delegate_skills.relays"] = package
 
 
 def load_adapter(key: str):
     """The adapter instance for implementer `key`, or None when there is none."""
     if registry.get(key) is None:
         return None
-    _checkout_relays()
+    name = f"delegate_skills.relays.{key}"
     try:
-        module = importlib.import_module(f"delegate_skills.relays.{key}")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as problem:
-        if problem.name == f"delegate_skills.relays.{key}":
+        if problem.name == "delegate_skills.relays":
+            _checkout_relays()
+            return load_adapter(key) if "delegate_skills.relays" in sys.modules else None
+        if problem.name == name:
             return None
         raise
     return module.ADAPTER

@@ -11,9 +11,8 @@ creates (0600).
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import os
+import time
 
 from .. import jsjson
 from ..store import atomic_write
@@ -31,8 +30,8 @@ def default_root() -> str:
 
 def iso_now() -> str:
     """UTC now as JavaScript's Date#toISOString writes it (milliseconds, Z)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    ms = time.time_ns() // 1_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
 def default_out_dir(workdir: str, started_at: str) -> str:
@@ -85,8 +84,10 @@ class RunDir:
         path = self.file(name)
         if os.path.isdir(path) and not os.path.islink(path):
             raise IsADirectoryError(f"{path} is a directory")
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(path)
+        except FileNotFoundError:
+            pass
 
     def append(self, name: str, data: bytes) -> None:
         """Append to an artifact created by prepare() (a no-op for one that was not)."""
@@ -100,8 +101,10 @@ class RunDir:
 
     def close(self) -> None:
         for fd in self._fds.values():
-            with contextlib.suppress(OSError):
+            try:
                 os.close(fd)
+            except OSError:
+                pass
         self._fds.clear()
 
     def write_final(self, text: str) -> None:

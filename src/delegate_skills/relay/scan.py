@@ -11,15 +11,15 @@ joined first (see `Utf8Stream`).
 from __future__ import annotations
 
 import codecs
-import json
-import re
 from collections.abc import Callable
+
+from ..registry import Pattern
 
 #: The most text kept for an object (or line) that has not ended yet.
 MAX_BUFFERED_CHARS = 1_048_576
 
-_OUTSIDE_STRING = re.compile(r'[{}"]')
-_INSIDE_STRING = re.compile(r'["\\]')
+_OUTSIDE_STRING = Pattern(r'[{}"]')
+_INSIDE_STRING = Pattern(r'["\\]')
 
 
 def _refuse_constant(name: str):
@@ -28,6 +28,8 @@ def _refuse_constant(name: str):
 
 def parse_json(text: str):
     """json.loads that, like JavaScript, refuses NaN and Infinity. None when invalid."""
+    import json  # imported at the first event, not at every start
+
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
@@ -133,6 +135,7 @@ class ObjectScanner:
 
     def _scan(self) -> None:
         buf, pos, end = self._buf, self._index, len(self._buf)
+        inside, outside = _INSIDE_STRING.compiled(), _OUTSIDE_STRING.compiled()
         while pos < end:
             if self._depth == 0:
                 brace = buf.find("{", pos)
@@ -145,7 +148,7 @@ class ObjectScanner:
                     self._escaped = False
                     pos += 1
                     continue
-                match = _INSIDE_STRING.search(buf, pos)
+                match = inside.search(buf, pos)
                 if match is None:
                     pos = end
                     break
@@ -155,7 +158,7 @@ class ObjectScanner:
                 else:
                     self._in_string = False
             else:
-                match = _OUTSIDE_STRING.search(buf, pos)
+                match = outside.search(buf, pos)
                 if match is None:
                     pos = end
                     break

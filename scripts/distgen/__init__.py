@@ -1,0 +1,1 @@
+"""Generators behind scripts/build_dist.py."""

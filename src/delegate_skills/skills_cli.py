@@ -1,0 +1,354 @@
+"""`delegate skills`: install the bundled skills into the coding agents people use.
+
+Exit codes: 0 done; 1 something was left different from intent (sync,
+enable and disable leave changed copies alone without --force; doctor found
+a difference); 2 a usage error, a file we cannot read, or a refused write
+(install or uninstall left a folder alone).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+
+from . import jsjson
+from .errors import UserError
+from .skillsmgr import agents as agent_table
+
+SCOPE_CHOICE = click.Choice(["global", "project"])
+
+CWD_OPTION = click.option(
+    "--cwd",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory to start from (default: the current one).",
+)
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+
+
+def _agent_option(help_text: str, required: bool = False):
+    return click.option(
+        "--agent",
+        "agents",
+        multiple=True,
+        required=required,
+        metavar="AGENT",
+        help=f"{help_text} Repeatable; one of: {', '.join(agent_table.NAMES)}.",
+    )
+
+
+def _cwd(value: str | None) -> str:
+    return os.path.abspath(value) if value else os.getcwd()
+
+
+def _wants_json(as_json: bool) -> bool:
+    return as_json or not sys.stdout.isatty()
+
+
+def _short(revision: str | None) -> str:
+    return revision[:19] if revision else "(none)"
+
+
+def _user_errors(command):
+    """A file-system error in a command becomes one line and exit 2, never a traceback."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except OSError as error:
+            where = f"{error.filename}: " if error.filename else ""
+            raise UserError(f"{where}{error.strerror or error}") from None
+
+    return run
+
+
+def _emit(document, text: str, as_json: bool) -> None:
+    click.echo(jsjson.stringify(document, 2) if _wants_json(as_json) else text)
+
+
+@click.group("skills", context_settings={"help_option_names": ["-h", "--help"]})
+def skills() -> None:
+    """Install the bundled skills into your agents' skill directories, and keep them in line.
+
+    Intent is recorded in a lockfile (per project: .agents/delegate-skills.lock.json;
+    global installs: skills.lock.json in the state home) and, per machine, in
+    state.json (agents switched off). Copies you changed by hand are never
+    replaced without --force.
+    """
+
+
+# ---------------------------------------------------------------- text
+
+
+def report_text(document: dict) -> str:
+    """One command's changes in one scope, for a person."""
+    where = document["root"] or "global"
+    verb = "would " if document["dryRun"] else ""
+    lines = []
+    for change in document["changes"]:
+        if change["action"] == "recorded":
+            lines.append(
+                f"{verb}record {change['skill']} at {_short(change['to'])} "
+                f"(was {_short(change['from'])}) in {document['lockfile']}"
+            )
+        else:
+            agents = ", ".join(change["agents"])
+            lines.append(
+                f"{verb}{change['action']:<9} {change['skill']:<22} {change['dir']}  ({agents})"
+            )
+    for refused in document["refused"]:
+        place = refused["dir"] or document["lockfile"]
+        lines.append(
+            f"left      {refused['skill']:<22} {place}  {refused['reason']}; {refused['fix']}"
+        )
+    if not lines:
+        lines.append("nothing to change")
+    return "\n".join(f"[{where}] {line}" for line in lines)
+
+
+def listing_text(document: dict) -> str:
+    lines = []
+    for scope in document["scopes"]:
+        title = scope["root"] or "global"
+        lines.append(f"{scope['scope']} {title}  ({scope['lockfile']})")
+        if not scope["skills"]:
+            lines.append("  nothing installed")
+        for skill in scope["skills"]:
+            if not skill["known"]:
+                lines.append(f"  {skill['name']}  (not known to this version; kept as is)")
+                continue
+            stale = "" if skill["revision"] == skill["bundled"] else "  [stale revision]"
+            lines.append(f"  {skill['name']}  {skill['mode']} {_short(skill['revision'])}{stale}")
+            for row in skill["targets"]:
+                if row["dir"] is None:
+                    lines.append(f"    {row['agent']:<16} (unknown agent)")
+                    continue
+                intent = "on" if row["enabled"] else "off"
+                lines.append(f"    {row['agent']:<16} {intent:<4} {row['disk']:<9} {row['dir']}")
+    if not document["scopes"]:
+        lines.append("nothing installed here (see: delegate skills install --help)")
+    installed = {s["name"] for scope in document["scopes"] for s in scope["skills"]}
+    for skill, agents in document["disabled"].items():
+        note = "" if skill in installed else " (not installed)"
+        lines.append(f"off on this machine: {skill}: {', '.join(agents)}{note}")
+    return "\n".join(lines)
+
+
+def doctor_text(document: dict) -> str:
+    if document["ok"]:
+        return "skills: everything matches intent"
+    lines = []
+    for problem in document["problems"]:
+        where = problem["root"] or "global"
+        place = f" {problem['dir']}" if problem["dir"] else ""
+        lines.append(
+            f"[{where}] {problem['skill']}{place}: {problem['problem']}; fix: {problem['fix']}"
+        )
+    return "\n".join(lines)
+
+
+def _left_alone(document: dict, verb: str) -> None:
+    refused = document["refused"]
+    if refused:
+        places = ", ".join(f"{r['dir']}/{r['skill']}" if r["dir"] else r["skill"] for r in refused)
+        raise UserError(
+            f"left {len(refused)} folder(s) alone: {places}; rerun with --force to {verb} them"
+        )
+
+
+# ---------------------------------------------------------------- commands
+
+
+@skills.command("install")
+@_user_errors
+@click.argument("names", nargs=-1, metavar="[SKILL]...")
+@_agent_option("Agent to install for (default: universal).")
+@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True)
+@click.option("--link", is_flag=True, help="Symlink the bundled folders instead of copying.")
+@click.option(
+    "--force", is_flag=True, help="Replace changed copies and folders we did not install."
+)
+@CWD_OPTION
+@JSON_OPTION
+def install_command(
+    names: tuple[str, ...],
+    agents: tuple[str, ...],
+    scope: str,
+    link: bool,
+    force: bool,
+    cwd: str | None,
+    as_json: bool,
+) -> None:
+    """Copy (or link) bundled skills into the agents' skill directories (default: all)."""
+    from .skillsmgr import install
+
+    document = install.install(_cwd(cwd), list(names), list(agents), scope, link, force).document()
+    _emit(document, report_text(document), as_json)
+    _left_alone(document, "replace")
+
+
+@skills.command("uninstall")
+@_user_errors
+@click.argument("names", nargs=-1, metavar="[SKILL]...")
+@_agent_option("Agent to uninstall for (default: every agent it is installed for).")
+@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True)
+@click.option("--force", is_flag=True, help="Also remove copies changed by hand.")
+@CWD_OPTION
+@JSON_OPTION
+def uninstall_command(
+    names: tuple[str, ...],
+    agents: tuple[str, ...],
+    scope: str,
+    force: bool,
+    cwd: str | None,
+    as_json: bool,
+) -> None:
+    """Remove installed skills and their lockfile entries (default: every installed skill)."""
+    from .skillsmgr import install
+
+    document = install.uninstall(_cwd(cwd), list(names), list(agents), scope, force).document()
+    _emit(document, report_text(document), as_json)
+    _left_alone(document, "remove")
+
+
+@skills.command("sync")
+@_user_errors
+@click.argument("names", nargs=-1, metavar="[SKILL]...")
+@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Default: every scope in use.")
+@click.option("--force", is_flag=True, help="Replace or remove copies changed by hand.")
+@click.option("--dry-run", is_flag=True, help="Report what would change; change nothing.")
+@CWD_OPTION
+@JSON_OPTION
+def sync_command(
+    names: tuple[str, ...],
+    scope: str | None,
+    force: bool,
+    dry_run: bool,
+    cwd: str | None,
+    as_json: bool,
+) -> None:
+    """Make the agents' directories match the lockfile and this machine's state."""
+    from .skillsmgr import install
+
+    reports = install.sync(_cwd(cwd), scope, list(names) or None, force, dry_run)
+    documents = [r.document() for r in reports]
+    text = "\n".join(report_text(d) for d in documents) or "no lockfile here or global"
+    _emit({"scopes": documents}, text, as_json)
+    sys.exit(1 if any(d["refused"] for d in documents) else 0)
+
+
+def _switch(name: str, agents: tuple[str, ...], cwd: str | None, as_json: bool, on: bool):
+    from .skillsmgr import install
+
+    document = install.set_enabled(_cwd(cwd), name, list(agents), on)
+    word = "on" if on else "off"
+    head = (
+        f"{name}: {word} for {', '.join(document['changed'])}"
+        if document["changed"]
+        else f"{name}: already {word} for {', '.join(document['agents'])}"
+    )
+    text = "\n".join([head, *(report_text(d) for d in document["sync"])])
+    _emit(document, text, as_json)
+    sys.exit(1 if document["refused"] else 0)
+
+
+@skills.command("enable")
+@_user_errors
+@click.argument("name", metavar="SKILL")
+@_agent_option("Agent to switch the skill back on for.", required=True)
+@CWD_OPTION
+@JSON_OPTION
+def enable_command(name: str, agents: tuple[str, ...], cwd: str | None, as_json: bool) -> None:
+    """Switch SKILL back on for agents on this machine, then install it where it belongs."""
+    _switch(name, agents, cwd, as_json, True)
+
+
+@skills.command("disable")
+@_user_errors
+@click.argument("name", metavar="SKILL")
+@_agent_option("Agent to switch the skill off for.", required=True)
+@CWD_OPTION
+@JSON_OPTION
+def disable_command(name: str, agents: tuple[str, ...], cwd: str | None, as_json: bool) -> None:
+    """Switch SKILL off for agents on this machine, then remove copies no agent reads."""
+    _switch(name, agents, cwd, as_json, False)
+
+
+@skills.command("list")
+@_user_errors
+@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Default: every scope in use.")
+@CWD_OPTION
+@JSON_OPTION
+def list_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
+    """Show intent (lockfile, this machine's switches) and what is on disk, side by side."""
+    from .skillsmgr import install
+
+    document = install.listing(_cwd(cwd), scope)
+    _emit(document, listing_text(document), as_json)
+
+
+@skills.command("doctor")
+@_user_errors
+@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Default: every scope in use.")
+@CWD_OPTION
+@JSON_OPTION
+def doctor_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
+    """Every difference between intent and disk, with its fix. Exit 1 when there is any."""
+    from .skillsmgr import install
+
+    document = install.doctor(_cwd(cwd), scope)
+    _emit(document, doctor_text(document), as_json)
+    sys.exit(0 if document["ok"] else 1)
+
+
+@skills.command("prune")
+@_user_errors
+@click.option("--dry-run", is_flag=True, help="Report what would be dropped; change nothing.")
+@CWD_OPTION
+@JSON_OPTION
+def prune_command(dry_run: bool, cwd: str | None, as_json: bool) -> None:
+    """Forget switches of skills installed nowhere this machine knows (global or this project)."""
+    from .skillsmgr import install
+
+    document = install.prune(_cwd(cwd), dry_run)
+    verb = "would drop" if dry_run else "dropped"
+    text = (
+        f"{verb} {', '.join(document['dropped'])} from {document['state']}"
+        if document["dropped"]
+        else "nothing to prune"
+    )
+    _emit(document, text, as_json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `delegate skills` on its own: one line on stderr for every error a user can cause."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        outcome = skills.main(args=args, prog_name="delegate skills", standalone_mode=False)
+    except UserError as error:
+        click.echo(f"delegate: {error}", err=True)
+        return error.exit_code
+    except click.UsageError as error:
+        where = error.ctx.command_path if error.ctx else "delegate skills"
+        message = " ".join(error.format_message().split())
+        click.echo(f"{where}: {message} (see: {where} --help)", err=True)
+        return 2
+    except click.ClickException as error:
+        click.echo(f"delegate: {error.format_message()}", err=True)
+        return error.exit_code
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.Abort:
+        click.echo("delegate: aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return outcome if isinstance(outcome, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
