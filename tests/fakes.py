@@ -58,6 +58,17 @@ def relay_script(key: str) -> Path:
     return ROOT / "skills" / f"{key}-delegate" / "scripts" / "relay.py"
 
 
+def relay_argv(key: str, *args: str) -> list[str]:
+    """How tests start a relay: this interpreter with -S.
+
+    The dispatch path needs only the standard library and the skill script
+    finds the core in this checkout, so site-packages (and whatever .pth files
+    the machine keeps there, which can cost a tenth of a second per start) are
+    skipped. test_entry_scripts covers the script running with site-packages.
+    """
+    return [sys.executable, "-S", str(relay_script(key)), *args]
+
+
 class RelayRun:
     def __init__(self, done: subprocess.CompletedProcess, out_dir: Path) -> None:
         self.code = done.returncode
@@ -82,7 +93,7 @@ def relay(
 ) -> RelayRun:
     feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     done = subprocess.run(
-        [sys.executable, str(relay_script(key)), *args],
+        relay_argv(key, *args),
         capture_output=True,
         text=True,
         env=env,

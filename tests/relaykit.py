@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import make_repo
-from fakes import ROOT, Fake, RelayRun, relay, relay_script, wait_for
+from fakes import ROOT, Fake, RelayRun, relay, relay_argv, wait_for
 
 from delegate_skills import registry
 from delegate_skills.relay.main import load_adapter
@@ -70,7 +69,7 @@ class Bench:
 
     def start(self, *extra: str, env: dict | None = None) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, str(relay_script(self.key)), *self.args(*extra)],
+            relay_argv(self.key, *self.args(*extra)),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

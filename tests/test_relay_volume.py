@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fakes import relay_script
+from fakes import relay_argv
 from relaykit import Bench
 
 RSS = Path(__file__).parent / "helpers" / "rss.py"
@@ -30,7 +30,7 @@ def test_200mb_of_events_in_bounded_memory(tmp_path):
         }
     )
     done = subprocess.run(
-        [sys.executable, str(RSS), sys.executable, str(relay_script("codex")), *bench.args()],
+        [sys.executable, str(RSS), *relay_argv("codex", *bench.args())],
         env=bench.fake.env(),
         capture_output=True,
         text=True,

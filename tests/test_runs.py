@@ -6,11 +6,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from conftest import PYTHON
-from fakes import relay_script
+from fakes import relay_argv
 from relaykit import Bench, finish, read_pid
 
 from delegate_skills import runs
@@ -120,7 +119,7 @@ def test_wait_on_a_sigkilled_relay_reports_lost_quickly(tmp_path):
         }
     )
     proc = subprocess.Popen(
-        [sys.executable, str(relay_script("codex")), *bench.args()],
+        relay_argv("codex", *bench.args()),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
