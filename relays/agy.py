@@ -20,10 +20,9 @@ from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.gitstate import Tripwire
 from delegate_skills.relay.options import Flag, Usage, check_choice, check_exclusive, value_flag
+from delegate_skills.relay.parts import check_argv_brief
 from delegate_skills.relay.rundir import FINAL, RESULT
 from delegate_skills.runs import RUN_FILE
-
-from ._agy_grok_pi_vibe import check_argv_brief
 
 LOG = "agy.log"
 STDERR = "stderr.txt"
@@ -89,16 +88,8 @@ class AgyState(State):
         super().__init__(opts)
         self.stdout: list[str] = []
         self.kept = 0
-        #: The run directory, once the engine has made it.
-        self.run = None
         #: Work-tree state just before launch: the evidence that a silent run did something.
         self.baseline: Tripwire | None = None
-
-
-def _state(opts: dict) -> AgyState:
-    # The engine hands build_argv and extra_artifacts the options, not the state;
-    # new_state leaves the state here so those hooks can reach it.
-    return opts["_state"]
 
 
 class Agy(Adapter):
@@ -106,6 +97,7 @@ class Agy(Adapter):
     display = "Antigravity"
     label = "agy"
     tool = "agy"
+    watchdog_default = "--print-timeout plus 60s grace (31m with the default 30m)"
     version_field = "agyVersion"
     install_hint = "Install the Antigravity CLI and complete first-launch setup."
     about = (
@@ -260,21 +252,19 @@ class Agy(Adapter):
         return found.group(1) if found else lines[0]
 
     def new_state(self, opts: dict) -> State:
-        state = AgyState(opts)
-        opts["_state"] = state
-        return state
+        return AgyState(opts)
 
     def extra_artifacts(self, opts: dict, run) -> dict[str, bytes]:
-        _state(opts).run = run
         # Created empty so a reused --out-dir cannot lend stale ids, and so the
         # read-only tripwire treats the log as the relay's own artifact.
         return {LOG: b""}
 
-    def build_argv(self, opts: dict, run) -> list[str]:
-        state = _state(opts)
+    def before_launch(self, state: AgyState) -> None:
         names = (RUN_FILE, self.brief_name, STDOUT, STDERR, FINAL, LOG, RESULT)
-        excluded = [run.file(name) for name in names]
-        state.baseline = Tripwire(opts["cd"], excluded)
+        excluded = [state.run.file(name) for name in names]
+        state.baseline = Tripwire(state.opts["cd"], excluded)
+
+    def build_argv(self, opts: dict, run) -> list[str]:
         if opts["project"]:
             argv = ["--project", opts["project"]]
         elif opts["conversation"]:

@@ -305,8 +305,6 @@ class Aider(Adapter):
             argv += ["--read", path]
         for path in opts["files"]:
             argv += ["--file", path]
-        # failure() gets no run dir; it reads stderr.txt back from here.
-        opts["_stderrPath"] = run.file(STDERR_NAME)
         return [*argv, "--message-file", run.file(self.brief_name)]
 
     def new_state(self, opts: dict) -> State:
@@ -335,7 +333,7 @@ class Aider(Adapter):
             state.judged = True
             watch = state.watch
             watch.end_line()
-            _scan_file(watch, state.opts.get("_stderrPath"))
+            _scan_file(watch, state.run.file(STDERR_NAME) if state.run else None)
             watch.end_line()
             state.verdict = watch.failure
         if state.verdict is None:

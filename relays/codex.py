@@ -7,12 +7,9 @@ the session was configured with unless a flag or lane names one.
 
 from __future__ import annotations
 
-import os
-
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import (
-    ENV_NAME,
     SESSION,
     Flag,
     Usage,
@@ -21,18 +18,9 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
+from delegate_skills.relay.parts import check_keep_env, clean_env_flags, clean_environment
 
-#: What a --clean-env child still gets: runtime basics, never credentials.
-CLEAN_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM",
-    "TMPDIR", "CODEX_HOME", "SystemRoot", "SystemDrive", "USERPROFILE", "APPDATA",
-    "LOCALAPPDATA", "TEMP", "TMP", "PATHEXT", "COMSPEC",
-)  # fmt: skip
 RESUME_SANDBOX_NOTE = "(Codex config on resume)"
-
-
-class CodexState(State):
-    pass
 
 
 class Codex(Adapter):
@@ -80,21 +68,7 @@ class Codex(Adapter):
             metavar="<id>",
             help="Continue the Codex session with this thread id.",
         ),
-        Flag(
-            "--clean-env",
-            sets={"cleanEnv": True},
-            help="Start Codex (and its version check) with runtime basics only; this "
-            "changes inherited variables only and does not protect files or other "
-            "same-user secrets.",
-        ),
-        Flag(
-            "--keep-env",
-            "keepEnv",
-            metavar="<name>",
-            append=True,
-            help="Keep one more variable under --clean-env (repeatable); needed for "
-            "environment-backed auth.",
-        ),
+        *clean_env_flags("Codex"),
         Flag(
             "--skip-git-repo-check",
             sets={"skipGitRepoCheck": True},
@@ -125,14 +99,7 @@ class Codex(Adapter):
         if effort is not None and registry.BARE_TOKEN.fullmatch(effort) is None:
             raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
         check_model(opts, registry.SHELL_SAFE)
-        if opts["keepEnv"] and not opts["cleanEnv"]:
-            raise Usage("--keep-env requires --clean-env")
-        for name in opts["keepEnv"]:
-            if ENV_NAME.fullmatch(name) is None:
-                raise Usage(f'invalid --keep-env "{name}" (expected an environment variable name)')
-        for name in opts["keepEnv"]:
-            if name not in os.environ:
-                raise Usage(f'--keep-env "{name}" is not set')
+        check_keep_env(opts)
         timeout_ms(opts)
         if opts["session"] is not None and opts["resumeLast"]:
             raise Usage("--session and --resume-last are mutually exclusive; pass only one")
@@ -143,10 +110,7 @@ class Codex(Adapter):
         return opts["sandbox"] == "read-only"
 
     def child_env(self, opts: dict) -> dict[str, str]:
-        if not opts["cleanEnv"]:
-            return dict(os.environ)
-        names = (*CLEAN_ENV, *opts["keepEnv"])
-        return {name: os.environ[name] for name in names if name in os.environ}
+        return clean_environment(opts, ("CODEX_HOME",))
 
     def build_argv(self, opts: dict, run) -> list[str]:
         resuming = bool(opts["session"] or opts["resumeLast"])
@@ -170,7 +134,7 @@ class Codex(Adapter):
         return argv
 
     def new_state(self, opts: dict) -> State:
-        return CodexState(opts)
+        return State(opts)
 
     def on_event(self, state: State, event: dict) -> None:
         thread = event.get("thread")

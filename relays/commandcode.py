@@ -29,10 +29,13 @@ from delegate_skills.relay.options import (
     check_model,
     value_flag,
 )
+from delegate_skills.relay.parts import (
+    check_keep_env,
+    clean_env_flags,
+    clean_environment,
+    text_blocks,
+)
 from delegate_skills.relay.scan import MAX_BUFFERED_CHARS, parse_json
-
-from . import _cleanenv
-from ._stream_json import text_blocks
 
 BIN_ENV = "COMMANDCODE_BIN"
 HEADLESS = ("-p", "--output-format", "json", "--skip-onboarding", "--no-auto-update", "-t")
@@ -227,7 +230,7 @@ class CommandCode(Adapter):
             sets={"continueLast": True},
             help="Continue the most recent session (cmd --continue); prefer --session.",
         ),
-        *_cleanenv.flags("Command Code"),
+        *clean_env_flags("Command Code"),
     )
 
     @property
@@ -259,7 +262,7 @@ class CommandCode(Adapter):
         turns = opts["maxTurns"]
         if turns is not None and MAX_TURNS.fullmatch(turns) is None:
             raise Usage(f'invalid --max-turns "{turns}" (expected a positive integer up to 99999)')
-        _cleanenv.check(opts)
+        check_keep_env(opts)
         self.watchdog_ms(opts)
         check_exclusive(opts, ("session", "--session"), ("continueLast", "--continue-last"))
         if opts["session"] is not None and not SESSION.accepts(opts["session"]):
@@ -299,7 +302,7 @@ class CommandCode(Adapter):
             )
 
     def child_env(self, opts: dict) -> dict[str, str]:
-        return _cleanenv.environment(opts, (BIN_ENV,))
+        return clean_environment(opts, (BIN_ENV,))
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = list(HEADLESS)

@@ -19,8 +19,7 @@ from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import Flag, Usage, check_choice, check_exclusive, value_flag
-
-from ._shell_tokens import check_tokens
+from delegate_skills.relay.parts import check_shell_tokens
 
 #: Put before the file reference on a resumed run, so the model acts on the
 #: new brief instead of summarising it. The exact words are part of the argv
@@ -135,7 +134,7 @@ class Copilot(Adapter):
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
         if opts["session"] is not None and not js_trim(opts["session"]):
             raise Usage("--session must not be empty")
-        check_tokens(opts, ("model", "effort", "session"))
+        check_shell_tokens(opts, ("model", "effort", "session"))
         check_choice(opts, "effort", "--effort", registry.COPILOT_EFFORT)
         self.watchdog_ms(opts)
 

@@ -19,9 +19,15 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
-
-from ._argv import add_dir_args, add_dir_flag, check_session, resume_lines, session_flags
-from ._stream_json import is_init, text_blocks
+from delegate_skills.relay.parts import (
+    add_dir_args,
+    add_dir_flag,
+    check_session,
+    is_init,
+    resume_lines,
+    session_flags,
+    text_blocks,
+)
 
 SANDBOX = ("enabled", "disabled")
 #: Marks an explicit --force, which alone outranks a read-only lane.
@@ -179,7 +185,7 @@ class Cursor(Adapter):
         if state.model:
             mode = f"  ·  permission mode: {state.permission_mode}" if state.permission_mode else ""
             lines.append(f"model: {state.model}{mode}")
-        return [*lines, *resume_lines(result["resumed"], state)]
+        return [*lines, *resume_lines(result["resumed"], state.session_id)]
 
 
 ADAPTER = Cursor()

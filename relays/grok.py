@@ -16,8 +16,7 @@ import re
 
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, timeout_ms, value_flag
-
-from ._agy_grok_pi_vibe import check_safe_values
+from delegate_skills.relay.parts import check_shell_tokens
 
 AUTONOMY = ("workspace-write", "read-only", "full-access")
 AUTONOMY_ARGS = {
@@ -107,7 +106,7 @@ class Grok(Adapter):
         if opts["autonomy"] not in AUTONOMY:
             raise Usage(f'invalid autonomy "{opts["autonomy"]}"')
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"), "")
-        check_safe_values(
+        check_shell_tokens(
             opts, (("model", "--model"), ("effort", "--effort"), ("session", "--session"))
         )
         turns = opts["maxTurns"]

@@ -11,9 +11,8 @@ a dash), which caps its size.
 from __future__ import annotations
 
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Usage, check_model, timeout_ms
-
-from ._argv import (
+from delegate_skills.relay.options import Flag, Usage, check_model, timeout_ms
+from delegate_skills.relay.parts import (
     ArgvBriefAdapter,
     add_dir_args,
     add_dir_flag,
@@ -26,6 +25,11 @@ TOO_BIG = (
     "brief is {kb}KB; kimi passes the prompt as a CLI argument, which the OS caps "
     "(~128KB on Linux). Trim it, or have kimi read large context from the workspace "
     "instead of inlining it."
+)
+NO_READ_ONLY_FLAG = (
+    "--read-only is not available: kimi has no read-only mode (its headless --prompt mode "
+    "always runs with auto permissions); use an implementer with a read-only mode for a "
+    "review"
 )
 NO_READ_ONLY = (
     'lane "{lane}" asks for a read-only run, but kimi has no read-only mode (its headless '
@@ -50,27 +54,35 @@ class Kimi(ArgvBriefAdapter):
     about = (
         "Hands a brief to the Kimi Code CLI as `kimi --prompt=<brief>` and records its\n"
         "stream-json messages. Headless --prompt runs always use Kimi's auto\n"
-        "permission mode: kimi has no read-only mode, so there is no --read-only here\n"
-        "and a read-only lane is refused. The brief travels in argv (120KB at most)."
+        "permission mode: kimi has no read-only mode, so --read-only and a read-only\n"
+        "lane are refused. The brief travels in argv (120KB at most)."
     )
     too_big = TOO_BIG
-    nul_where = "--prompt"
+    argv_brief_where = "--prompt"
     flags = (
         *session_flags(
             "Continue the most recent Kimi session (kimi --continue).",
             "Continue this Kimi session id.",
         ),
         add_dir_flag("Extra directory Kimi may use (repeatable; relative to --cd)."),
+        Flag(
+            "--read-only",
+            sets={"readOnly": True},
+            flags=("readOnly",),
+            help="Refused: kimi has no read-only mode.",
+        ),
     )
 
     def defaults(self) -> dict:
-        return {"session": None, "resumeLast": False, "addDirs": []}
+        return {"session": None, "resumeLast": False, "addDirs": [], "readOnly": False}
 
     def refuse_dials(self, lane: str, dials: dict) -> None:
         if dials.get("readOnly") is True:
             raise Usage(NO_READ_ONLY.format(lane=lane))
 
     def validate(self, opts: dict) -> None:
+        if opts["readOnly"]:
+            raise Usage(NO_READ_ONLY_FLAG)
         check_session(opts)
         check_model(opts, None)
         timeout_ms(opts)
@@ -112,7 +124,7 @@ class Kimi(ArgvBriefAdapter):
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         mode = "permission mode: auto (kimi's headless mode; kimi has no read-only mode)"
-        return [mode, *resume_lines(result["resumed"], state)]
+        return [mode, *resume_lines(result["resumed"], state.session_id)]
 
 
 ADAPTER = Kimi()

@@ -10,31 +10,16 @@ relay as `thinking` (lane resolution renames it) and goes out as `--thinking`.
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import Flag, check_choice, check_exclusive, value_flag
-
-from ._shell_tokens import check_tokens
+from delegate_skills.relay.parts import AgentEventsAdapter, AgentState, check_shell_tokens
 
 READ_ONLY_TOOLS = "read,grep,glob"
 #: What keeps a project's own `.omp` resources out of an unapproved run.
 UNTRUSTED = ("--no-extensions", "--no-skills", "--no-rules")
-#: stopReason values that mean the assistant did not finish its turn.
-FAILED_STOPS = ("error", "aborted")
 
 
-class OmpState(State):
-    def __init__(self, opts: dict) -> None:
-        super().__init__(opts)
-        self.texts: list[str] = []
-        self.provider: str | None = None
-        self.model: str | None = None
-        self.usage: dict | None = None
-        self.stop_reason: str | None = None
-        #: An assistant error is kept even when a later message carries none.
-        self.error: str | None = None
-
-
-class Omp(Adapter):
+class Omp(AgentEventsAdapter):
     key = "omp"
     display = "omp"
     label = "omp"
@@ -97,7 +82,7 @@ class Omp(Adapter):
 
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
-        check_tokens(opts, ("model", "provider", "session"))
+        check_shell_tokens(opts, ("model", "provider", "session"))
         check_choice(opts, "thinking", "--thinking", registry.OMP_THINKING)
         self.watchdog_ms(opts)
 
@@ -115,49 +100,6 @@ class Omp(Adapter):
             argv += UNTRUSTED
         return argv
 
-    def new_state(self, opts: dict) -> State:
-        return OmpState(opts)
-
-    def on_event(self, state: OmpState, event: dict) -> None:
-        kind = event.get("type")
-        if kind == "session":
-            if isinstance(event.get("id"), str):
-                state.session_id = event["id"]
-            return
-        message = event.get("message")
-        if kind != "message_end" or not isinstance(message, dict):
-            return
-        if message.get("role") != "assistant":
-            return
-        content = message.get("content")
-        if isinstance(content, str):
-            state.texts.append(content)
-        elif isinstance(content, list):
-            state.texts.extend(
-                part["text"]
-                for part in content
-                if isinstance(part, dict)
-                and part.get("type") == "text"
-                and isinstance(part.get("text"), str)
-            )
-        for attr, field in (("provider", "provider"), ("model", "model")):
-            if isinstance(message.get(field), str):
-                setattr(state, attr, message[field])
-        if isinstance(message.get("usage"), dict):
-            state.usage = message["usage"]
-        if isinstance(message.get("stopReason"), str):
-            state.stop_reason = message["stopReason"]
-        if isinstance(message.get("errorMessage"), str):
-            state.error = message["errorMessage"]
-
-    def final_message(self, state: OmpState, run) -> str:
-        return "\n\n".join(state.texts)
-
-    def failure(self, state: OmpState) -> str | None:
-        if state.stop_reason not in FAILED_STOPS:
-            return None
-        return state.error or f'omp ended with stopReason "{state.stop_reason}"'
-
     def config_fields(self, opts: dict, state: State) -> dict:
         return {
             "provider": opts["provider"],
@@ -169,16 +111,7 @@ class Omp(Adapter):
             "resumed": bool(opts["resumeLast"] or opts["session"]),
         }
 
-    def id_fields(self, state: OmpState) -> dict:
-        return {
-            "sessionId": state.session_id,
-            "actualProvider": state.provider,
-            "actualModel": state.model,
-            "usage": state.usage,
-            "stopReason": state.stop_reason,
-        }
-
-    def summary_lines(self, opts: dict, state: OmpState, result: dict) -> list[str]:
+    def summary_lines(self, opts: dict, state: AgentState, result: dict) -> list[str]:
         lines = []
         if result["readOnly"]:
             lines.append(f"mode: read-only (tools {READ_ONLY_TOOLS})")

@@ -10,33 +10,20 @@ run even when pi exits 0.
 
 from __future__ import annotations
 
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, value_flag
-
-from ._agy_grok_pi_vibe import check_safe_values, resume_line, text_blocks
+from delegate_skills.relay.parts import (
+    AgentEventsAdapter,
+    AgentState,
+    check_shell_tokens,
+    resume_lines,
+)
 
 READ_ONLY_TOOLS = "read,grep,find,ls"
-FAILED_STOPS = ("error", "aborted")
 TIMEOUT_MESSAGE = '--timeout "{value}" is not a duration; use h/m/s strings like 30m, 90s, or 1h30m'
 
 
-class PiState(State):
-    def __init__(self, opts: dict) -> None:
-        super().__init__(opts)
-        self.session_id = None
-        self.texts: list[str] = []
-        self.provider: str | None = None
-        self.model: str | None = None
-        self.usage: dict | None = None
-        self.stop_reason: str | None = None
-        self.error: str | None = None
-
-
-def _text(value) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-class Pi(Adapter):
+class Pi(AgentEventsAdapter):
     key = "pi"
     display = "pi"
     label = "pi"
@@ -90,7 +77,7 @@ class Pi(Adapter):
 
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
-        check_safe_values(
+        check_shell_tokens(
             opts, (("model", "--model"), ("provider", "--provider"), ("session", "--session"))
         )
         self.watchdog_ms(opts)
@@ -115,34 +102,6 @@ class Pi(Adapter):
             argv += ["--tools", READ_ONLY_TOOLS]
         return argv
 
-    def new_state(self, opts: dict) -> State:
-        return PiState(opts)
-
-    def on_event(self, state: PiState, event: dict) -> None:
-        kind = event.get("type")
-        if kind == "session" and _text(event.get("id")):
-            state.session_id = event["id"]
-            return
-        message = event.get("message")
-        if kind != "message_end" or not isinstance(message, dict):
-            return
-        if message.get("role") != "assistant":
-            return
-        state.texts += [text for text in text_blocks(message.get("content")) if text]
-        state.provider = _text(message.get("provider"))
-        state.model = _text(message.get("model"))
-        state.usage = message["usage"] if isinstance(message.get("usage"), dict) else None
-        state.stop_reason = _text(message.get("stopReason"))
-        state.error = _text(message.get("errorMessage"))
-
-    def final_message(self, state: PiState, run) -> str:
-        return "\n\n".join(state.texts)
-
-    def failure(self, state: PiState) -> str | None:
-        if state.stop_reason not in FAILED_STOPS:
-            return None
-        return state.error or f'pi ended with stopReason "{state.stop_reason}"'
-
     def config_fields(self, opts: dict, state: State) -> dict:
         return {
             "provider": opts["provider"],
@@ -152,29 +111,15 @@ class Pi(Adapter):
             "resumed": bool(opts["resumeLast"] or opts["session"]),
         }
 
-    def id_fields(self, state: PiState) -> dict:
-        return {
-            "sessionId": state.session_id,
-            "actualProvider": state.provider,
-            "actualModel": state.model,
-            "usage": state.usage,
-            "stopReason": state.stop_reason,
-        }
-
-    def summary_lines(self, opts: dict, state: PiState, result: dict) -> list[str]:
+    def summary_lines(self, opts: dict, state: AgentState, result: dict) -> list[str]:
         lines = []
         if opts["readOnly"]:
             lines.append(f"mode: read-only (tools {READ_ONLY_TOOLS})")
         if opts["approve"]:
             lines.append("mode: project resources trusted (--approve)")
-        lines += resume_line(result["resumed"], "session")
         if state.model:
             lines.append(f"model: {state.provider + '/' if state.provider else ''}{state.model}")
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
-        return lines
+        return [*lines, *resume_lines(result["resumed"], state.session_id)]
 
 
 ADAPTER = Pi()

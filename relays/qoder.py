@@ -26,9 +26,14 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
-
-from ._argv import ArgvBriefAdapter, add_dir_args, add_dir_flag, resume_lines
-from ._stream_json import is_init, text_blocks
+from delegate_skills.relay.parts import (
+    ArgvBriefAdapter,
+    add_dir_args,
+    add_dir_flag,
+    is_init,
+    resume_lines,
+    text_blocks,
+)
 
 PLAN = "plan"
 DEFAULT_MODE = "auto"
@@ -86,7 +91,7 @@ class Qoder(ArgvBriefAdapter):
         "reported as failed. The brief travels in argv (120KB at most)."
     )
     too_big = TOO_BIG
-    nul_where = "qodercli's argv"
+    argv_brief_where = "qodercli's argv"
     flags = (
         Flag(
             "--context-window",
@@ -298,7 +303,7 @@ class Qoder(ArgvBriefAdapter):
             lines.append(f"model: {state.model}")
         if opts["contextWindow"]:
             lines.append(f"context window requested: {opts['contextWindow']}")
-        return [*lines, *resume_lines(result["resumed"], state, "--resume")]
+        return [*lines, *resume_lines(result["resumed"], state.session_id, "--resume")]
 
 
 ADAPTER = Qoder()

@@ -15,8 +15,7 @@ import re
 from delegate_skills.jsjson import js_number
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, timeout_ms
-
-from ._agy_grok_pi_vibe import check_argv_brief, resume_line, text_blocks
+from delegate_skills.relay.parts import check_argv_brief, resume_lines, text_blocks
 
 WRITE_AGENT = "accept-edits"
 FULL_AGENT = "auto-approve"
@@ -214,7 +213,6 @@ class Vibe(Adapter):
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         lines = [f"agent: {result['agent']}"]
         resumed = result["resumed"]
-        lines += resume_line(resumed, "session")
         if resumed and opts["planOnly"]:
             lines.append(
                 "warning: a resumed vibe session keeps the agent it started with; "
@@ -224,11 +222,7 @@ class Vibe(Adapter):
             lines.append(
                 "hint: vibe exits 3 when a --max-turns/--max-price/--max-tokens limit stops it."
             )
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
-        return lines
+        return [*lines, *resume_lines(resumed, state.session_id)]
 
 
 ADAPTER = Vibe()

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import Flag, Usage, value_flag
-
-from ._argv import check_argv_brief
-from ._shell_tokens import check_tokens
-from ._stream_json import text_blocks
+from delegate_skills.relay.parts import check_argv_brief, check_shell_tokens, text_blocks
 
 #: Lane dials that would promise a restriction oz cannot make.
 UNHONOURED_DIALS = (
@@ -136,7 +133,7 @@ class Warp(Adapter):
                 )
 
     def validate(self, opts: dict) -> None:
-        check_tokens(opts, ("model", "profile", "conversation"))
+        check_shell_tokens(opts, ("model", "profile", "conversation"))
         named = [("--skill", opts["skill"])] + [("--mcp", spec) for spec in opts["mcp"]]
         named.append(("--name", opts["name"]))
         for flag, value in named:
@@ -145,7 +142,7 @@ class Warp(Adapter):
         self.watchdog_ms(opts)
 
     def check_brief(self, opts: dict, brief: str) -> None:
-        check_argv_brief(brief, TOO_BIG, "the --prompt argument")
+        check_argv_brief(brief, "the --prompt argument", TOO_BIG)
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = ["agent", "run", "--output-format", "ndjson", "--cwd", opts["cd"]]

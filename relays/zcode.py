@@ -44,8 +44,6 @@ class ZcodeState(State):
         self.truncated = False
         self.document: dict | None = None
         self.parsed_at = -1
-        #: The child ran to its end (not an abort, nor a run that never started).
-        self.closed = False
 
     def parse(self) -> dict | None:
         """The document: everything from the first `{` on must be one JSON object."""
@@ -253,12 +251,6 @@ class Zcode(Adapter):
             return js_trim(document["response"])
         return js_trim(state.stdout)
 
-    def failure(self, state: ZcodeState) -> str | None:
-        # Called once, when the child has exited: an unreadable document is
-        # reported as a warning, never as a failure.
-        state.closed = True
-        return None
-
     def config_fields(self, opts: dict, state: State) -> dict:
         return {
             "mode": opts["mode"],
@@ -289,7 +281,7 @@ class Zcode(Adapter):
         return fields
 
     def parse_warning(self, state: ZcodeState) -> str | None:
-        if not state.closed or state.parse() is not None:
+        if not state.exited or state.parse() is not None:
             return None
         return WARN_TRUNCATED if state.truncated else WARN_UNPARSED
 

@@ -22,7 +22,7 @@ RELAYS = [key for key in registry.KEYS if (ROOT / "relays" / f"{key}.py").is_fil
 #: Arguments a relay needs for a plain fresh run beyond --brief/--cd/--out-dir.
 EXTRA_ARGS = {"opencode": ["--model", "fake/model"]}
 BRIEF = "smoke brief: run until killed.\n"
-SHORT_GRACE = {"DELEGATE_RELAY_KILL_GRACE": "1"}
+SHORT_GRACE = {"DELEGATE_RELAY_KILL_GRACE": "0.5"}
 
 
 def binary(key: str) -> str:
@@ -66,6 +66,19 @@ class Bench:
         return relay(
             self.key, *args, env=env or self.fake.env(), out_dir=self.out, stdin=stdin, **kw
         )
+
+    def in_process(self, capfd, *extra: str) -> tuple[int, str, str]:
+        """Run the relay in this process, for paths that end before anything is launched.
+
+        Usage errors and --help never start a child, so they need no process of
+        their own; returns (exit code, stdout, stderr).
+        """
+        from delegate_skills.relay.engine import Relay
+
+        capfd.readouterr()
+        code = Relay(adapter(self.key)).main(self.args(*extra))
+        out, err = capfd.readouterr()
+        return code, out, err
 
     def start(self, *extra: str, env: dict | None = None) -> subprocess.Popen:
         return subprocess.Popen(
@@ -111,6 +124,35 @@ def needs(flag: str):
         except Exception:  # reported by test_every_adapter_loads
             continue
         if any(f.name == flag for f in table):
+            found.append(key)
+    return found
+
+
+#: The flag that asks a relay for a read-only run, where it is not --read-only.
+READ_ONLY_FLAG = {"vibe": "--plan-only", "cline": "--plan"}
+
+
+def read_only_flag(key: str) -> str:
+    return READ_ONLY_FLAG.get(key, "--read-only")
+
+
+def read_only_relays() -> list[str]:
+    """The relays with a flag that asks for a read-only run (kimi's --read-only refuses)."""
+    from delegate_skills.relay.options import parse
+
+    found = []
+    for key in RELAYS:
+        relay_adapter = adapter(key)
+        table = {flag.name: flag for flag in relay_adapter.flag_table()}
+        if read_only_flag(key) not in table:
+            continue
+        opts = {"cd": "/", "timeout": None, "model": "fake/model", **relay_adapter.defaults()}
+        parse([read_only_flag(key)], table, opts)
+        try:
+            relay_adapter.validate(opts)
+        except Exception:
+            continue
+        if relay_adapter.read_only(opts):
             found.append(key)
     return found
 

@@ -83,7 +83,6 @@ def test_brief_starting_with_a_dash_stays_bound_to_prompt(bench):
             "--session contains unsupported characters (allowed: letters, digits, . _ : -)",
         ),
         (["--session"], "--session requires a value"),
-        (["--read-only"], "unknown option: --read-only"),
         (["--yolo"], "unknown option: --yolo"),
         (
             ["--timeout", "1.5s"],
@@ -145,7 +144,7 @@ def test_help_says_there_is_no_read_only_mode(bench):
     run = bench.relay("--help")
     assert "kimi has no read-only mode" in run.out
     options = run.out.split("Options:", 1)[1]
-    assert "--read-only" not in options
+    assert "Refused: kimi has no read-only mode." in options
 
 
 def test_messages_and_session_hint(bench):
@@ -223,3 +222,16 @@ def test_result_field_order(bench):
         "startedAt", "finishedAt", "briefPath", "finalPath", "eventsPath", "stderrPath",
         "status", "exitCode", "signal", "sessionId", "finalMessage", "touchedFiles",
     ]  # fmt: skip
+
+
+def test_read_only_flag_is_refused_plainly(tmp_path, capfd):
+    from relaykit import Bench
+
+    bench = Bench(tmp_path, "kimi")
+    code, _out, err = bench.in_process(capfd, "--read-only")
+    assert code == 2
+    assert err == (
+        "relay: --read-only is not available: kimi has no read-only mode (its headless "
+        "--prompt mode always runs with auto permissions); use an implementer with a "
+        "read-only mode for a review\n"
+    )

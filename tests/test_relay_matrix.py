@@ -62,7 +62,7 @@ def test_watchdog_kills_a_tree_that_ignores_sigterm(tmp_path, key):
 def test_watchdog_sweeps_a_grandchild_left_behind(tmp_path, key):
     bench = Bench(tmp_path, key)
     bench.script(hanging_run(bench, {"exit": 0}, grand_ignores_term=True))
-    run = bench.relay("--timeout", "2s", env=bench.fake.env(**SHORT_GRACE))
+    run = bench.relay("--timeout", "1s", env=bench.fake.env(**SHORT_GRACE))
     assert run.code == 1, run
     assert (run.result["status"], run.result["exitCode"], run.result["signal"]) == (
         "timeout",
@@ -157,9 +157,18 @@ def test_child_killed_by_a_signal_is_128_plus_n(tmp_path, key):
     ["NONSENSE", "", "10", "10s-junk", "1.5s", "1h30", "0s", "596h31m24s", "600h", "10000h"],
 )
 @pytest.mark.parametrize("key", RELAYS)
-def test_bad_timeouts_are_usage_errors_with_no_artifacts(tmp_path, key, value):
+def test_bad_timeouts_are_usage_errors_with_no_artifacts(tmp_path, capfd, key, value):
     bench = Bench(tmp_path, key)
-    run = bench.relay("--timeout", value)
+    code, out, err = bench.in_process(capfd, "--timeout", value)
+    assert (code, out) == (2, "")
+    assert err.startswith("relay: ") and err.count("\n") == 1
+    assert not bench.out.exists()
+
+
+@pytest.mark.parametrize("key", RELAYS)
+def test_usage_error_exit_code_and_no_artifacts_in_a_real_process(tmp_path, key):
+    bench = Bench(tmp_path, key)
+    run = bench.relay("--timeout", "NONSENSE")
     assert run.code == 2, run
     assert run.err.startswith("relay: ")
     assert not bench.out.exists()
@@ -167,9 +176,10 @@ def test_bad_timeouts_are_usage_errors_with_no_artifacts(tmp_path, key, value):
 
 @pytest.mark.parametrize("key", RELAYS)
 def test_longest_timeout_is_accepted(tmp_path, key):
+    from delegate_skills.relay.engine import Relay
+
     bench = Bench(tmp_path, key)
-    run = bench.relay("--timeout", "596h31m23s")
-    assert run.code != 2, run
+    Relay(adapter(key)).configure(bench.args("--timeout", "596h31m23s"))
 
 
 @pytest.mark.parametrize(
@@ -181,25 +191,23 @@ def test_longest_timeout_is_accepted(tmp_path, key):
     ],
 )
 @pytest.mark.parametrize("key", RELAYS)
-def test_usage_errors(tmp_path, key, args, message):
+def test_usage_errors(tmp_path, capfd, key, args, message):
     bench = Bench(tmp_path, key)
-    run = bench.relay(*args)
-    assert (run.code, run.err) == (2, message)
+    assert bench.in_process(capfd, *args) == (2, "", message)
     assert not bench.out.exists()
 
 
 @pytest.mark.parametrize("key", RELAYS)
-def test_empty_brief_and_missing_brief(tmp_path, key):
+def test_empty_brief_and_missing_brief(tmp_path, capfd, key):
     bench = Bench(tmp_path, key)
     bench.brief.write_text(" \n\ufeff\t")
-    run = bench.relay()
-    assert (run.code, run.err) == (
+    assert bench.in_process(capfd) == (
         2,
+        "",
         "relay: empty brief (pass --brief <file> or pipe the brief on stdin)\n",
     )
     bench.brief.unlink()
-    run = bench.relay()
-    assert (run.code, run.err) == (2, f"relay: brief file not found: {bench.brief}\n")
+    assert bench.in_process(capfd) == (2, "", f"relay: brief file not found: {bench.brief}\n")
     assert not bench.out.exists()
 
 
@@ -212,12 +220,12 @@ def test_brief_from_stdin(tmp_path, key):
 
 
 @pytest.mark.parametrize("key", RELAYS)
-def test_help(tmp_path, key):
+def test_help(tmp_path, capfd, key):
     bench = Bench(tmp_path, key)
-    run = bench.relay("--help")
-    assert run.code == 0
-    assert f"{key}-delegate" in run.out
-    assert "--timeout <dur>" in run.out
+    code, out, _err = bench.in_process(capfd, "--help")
+    assert code == 0
+    assert f"{key}-delegate" in out
+    assert "--timeout <dur>" in out
     assert not bench.out.exists()
 
 
@@ -314,27 +322,29 @@ def test_result_is_never_seen_half_written(tmp_path, key):
 
 
 @pytest.mark.parametrize("key", RELAYS)
-def test_lane_bound_to_another_implementer_names_its_skill(tmp_path, home, global_config, key):
+def test_lane_bound_to_another_implementer_names_its_skill(
+    tmp_path, capfd, home, global_config, key
+):
     other = "kimi" if key != "kimi" else "vibe"
     write_json(global_config, fleet_doc({"elsewhere": {"implementer": other}}))
     bench = Bench(tmp_path, key)
-    run = bench.relay("--lane", "elsewhere")
-    assert run.code == 2
+    code, _out, err = bench.in_process(capfd, "--lane", "elsewhere")
+    assert code == 2
     assert (
-        run.err
+        err
         == f'relay: fleet lane "elsewhere" → {other} (use {other}-delegate); this relay is {key}\n'
     )
     assert not bench.out.exists()
 
 
 @pytest.mark.parametrize("key", RELAYS)
-def test_untrusted_project_lane_is_refused(tmp_path, home, key):
+def test_untrusted_project_lane_is_refused(tmp_path, capfd, home, key):
     bench = Bench(tmp_path, key)
     lane = {"implementer": key, **({"model": "a/b"} if key == "opencode" else {})}
     write_json(bench.work / ".delegate" / "config.json", fleet_doc({"mine": lane}))
-    run = bench.relay("--lane", "mine")
-    assert run.code == 2
-    assert "project fleet config is not trusted" in run.err
+    code, _out, err = bench.in_process(capfd, "--lane", "mine")
+    assert code == 2
+    assert "project fleet config is not trusted" in err
     assert not bench.out.exists()
 
 

@@ -268,7 +268,7 @@ def test_version_is_stored_raw(bench):
     bench.script(version={"stdout": "omp/18.2.3\n"}, run={"actions": [{"stdout": SUCCESS}]})
     run = bench.relay()
     assert run.result["ompVersion"] == "omp/18.2.3"
-    assert "·  omp omp/18.2.3" in run.out
+    assert "·  omp/18.2.3\n" in run.out
 
 
 def test_result_field_order(bench):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 from conftest import commit_all, git, make_repo
-from relaykit import Bench, needs
+from relaykit import Bench, read_only_flag, read_only_relays
 
-READ_ONLY_RELAYS = needs("--read-only")
+READ_ONLY_RELAYS = read_only_relays()
 
 
 def prepared(tmp_path, key) -> Bench:
@@ -22,7 +22,7 @@ def prepared(tmp_path, key) -> Bench:
 def test_clean_read_only_run_is_false(tmp_path, key):
     bench = prepared(tmp_path, key)
     bench.script({})
-    result = bench.relay("--read-only").result
+    result = bench.relay(read_only_flag(key)).result
     assert result["readOnlyViolation"] is False
 
 
@@ -46,7 +46,7 @@ def test_write_runs_do_not_report_it(tmp_path, key):
 def test_a_change_is_true(tmp_path, key, action):
     bench = prepared(tmp_path, key)
     bench.script({"actions": [action]})
-    run = bench.relay("--read-only")
+    run = bench.relay(read_only_flag(key))
     assert run.result["readOnlyViolation"] is True, run
     assert "git-visible change was detected" in run.out
 
@@ -57,7 +57,7 @@ def test_edit_to_an_already_dirty_file_is_true(tmp_path, key):
     (bench.work / "tracked.txt").write_text("dirty before the run\n")
     (bench.work / "untracked.txt").write_text("also dirty\n")
     bench.script({"actions": [{"append": ["untracked.txt", "more\n"]}]})
-    assert bench.relay("--read-only").result["readOnlyViolation"] is True
+    assert bench.relay(read_only_flag(key)).result["readOnlyViolation"] is True
 
 
 @pytest.mark.parametrize("key", READ_ONLY_RELAYS)
@@ -65,14 +65,14 @@ def test_artifacts_inside_the_repo_do_not_trip_it(tmp_path, key):
     bench = prepared(tmp_path, key)
     bench.out = bench.work
     bench.script({"actions": [{"stdout": '{"type":"text"}\n'}, {"stderr": "noise\n"}]})
-    assert bench.relay("--read-only").result["readOnlyViolation"] is False
+    assert bench.relay(read_only_flag(key)).result["readOnlyViolation"] is False
 
 
 @pytest.mark.parametrize("key", READ_ONLY_RELAYS)
 def test_outside_git_is_null(tmp_path, key):
     bench = Bench(tmp_path, key, repo=False)
     bench.script({})
-    run = bench.relay("--read-only")
+    run = bench.relay(read_only_flag(key))
     assert run.result["readOnlyViolation"] is None
     assert "could not be verified" in run.out
 
@@ -82,7 +82,7 @@ def test_without_git_on_path_it_is_null(tmp_path, key):
     bench = prepared(tmp_path, key)
     bench.script({})
     env = {**bench.fake.env(), "PATH": str(bench.fake.bin)}
-    assert bench.relay("--read-only", env=env).result["readOnlyViolation"] is None
+    assert bench.relay(read_only_flag(key), env=env).result["readOnlyViolation"] is None
 
 
 def test_a_dirty_submodule_makes_it_null(tmp_path):

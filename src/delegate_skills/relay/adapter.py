@@ -17,12 +17,21 @@ from .options import COMMON_FLAGS, MODEL_FLAG, TAIL_FLAGS, Flag, check_model, ti
 
 
 class State:
-    """What an adapter learns from the implementer's output during a run."""
+    """What an adapter learns from the implementer's output during a run.
+
+    The engine fills in `run` (the run directory) once it exists, and, when
+    the implementer has exited on its own, `exited`, `exit_code` and `signal`
+    before it asks `failure()` and `final_message()`.
+    """
 
     def __init__(self, opts: dict) -> None:
         self.opts = opts
         self.session_id: str | None = None
         self.final = ""
+        self.run = None
+        self.exited = False
+        self.exit_code: int | None = None
+        self.signal: str | None = None
 
 
 class Adapter:
@@ -61,6 +70,8 @@ class Adapter:
     stderr_file: bool = False
     #: The implementer writes final.txt itself (the relay only reads it).
     child_writes_final: bool = False
+    #: How the --help footer describes the watchdog default (else default_timeout or "off").
+    watchdog_default: str = ""
     #: Result path fields, in order: "brief", "events", "final", "stderr", or a
     #: (field, file name) pair for an artifact of the adapter's own.
     path_fields: tuple = ("brief", "events", "final")
@@ -149,6 +160,9 @@ class Adapter:
         """The implementer's arguments; `run.brief` is the brief, `run.file(name)` a path."""
         raise NotImplementedError
 
+    def before_launch(self, state: State) -> None:
+        """Last look at the world before the implementer starts (after the preflight)."""
+
     # -- reading the run ------------------------------------------------------
 
     def new_state(self, opts: dict) -> State:
@@ -167,7 +181,11 @@ class Adapter:
         return state.final.strip()
 
     def failure(self, state: State) -> str | None:
-        """Why an exit 0 is still a failure, or None."""
+        """What went wrong by the implementer's own account (also on a non-zero exit), or None.
+
+        Any message makes an exit 0 a failure. `state.exit_code` and
+        `state.signal` say how the implementer ended.
+        """
         return None
 
     # -- the result -----------------------------------------------------------

@@ -164,6 +164,7 @@ class Relay:
         started = iso_now()
         self.run = RunDir(opts["outDir"] or default_out_dir(opts["cd"], started), started, brief)
         self.state = adapter.new_state(opts)
+        self.state.run = self.run
         fresh = self._fresh_artifacts(brief)
         try:
             self.run.prepare(fresh)
@@ -322,6 +323,7 @@ class Relay:
             self.tail.feed(data)
 
         stdin = brief.encode("utf-8", errors="replace") if adapter.brief_via == "stdin" else None
+        adapter.before_launch(self.state)
         child = Child(
             argv,
             cwd=opts["cd"],
@@ -385,7 +387,9 @@ class Relay:
     def _closed(self, child: Child, fired: bool) -> int:
         adapter, opts = self.adapter, self.opts
         exited = child.exited
-        problem = adapter.failure(self.state)
+        state = self.state
+        state.exited, state.exit_code, state.signal = True, exited.code, exited.signal_name
+        problem = adapter.failure(state)
         succeeded = exited.code == 0 and not fired and problem is None
         mapped = exited.mapped_code
         exit_code = 0 if succeeded else (1 if mapped == 0 else mapped)

@@ -22,7 +22,7 @@ def help_text(adapter: Adapter) -> str:
     width = max(len(_flag_usage(f)) for f in flags) + 2
     options = [f"  {_flag_usage(f):<{width}}{f.help}" for f in flags]
     options.append(f"  {'-h, --help':<{width}}Show this help.")
-    default = adapter.default_timeout or "off"
+    default = adapter.watchdog_default or adapter.default_timeout or "off"
     return "\n".join(
         [
             f"delegate-skills · {adapter.key}-delegate · relay.py",
@@ -111,10 +111,12 @@ def _read_only_lines(result: dict) -> list[str]:
 def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path: str) -> str:
     killed = f", killed by {result['signal']}" if result.get("signal") else ""
     version = result.get(adapter.version_field) or "?"
+    # Some CLIs print their own name in their version ("aider 0.86.2"): say it once.
+    named = version.lower().startswith(adapter.label.lower())
+    tool = version if named else f"{adapter.label} {version}"
     lines = [
         "",
-        f"relay: {result['status']} (exit {result['exitCode']}{killed})"
-        f"  ·  {adapter.label} {version}",
+        f"relay: {result['status']} (exit {result['exitCode']}{killed})  ·  {tool}",
         *_hints(adapter, result),
         *_read_only_lines(result),
         *extra_lines,
