@@ -38,8 +38,10 @@ def main() -> int:
         with open(lanes, "w") as handle:
             handle.write(LANES)
         config = os.path.join(ROOT, "skills", "delegate-setup", "scripts", "config.py")
+        # Writing validates with jsonschema, which the bare timing interpreter
+        # does not have; the interpreter running this script writes the file.
         subprocess.run(
-            [PYTHON, config, "write", "--scope", "project", "--cwd", repo, lanes],
+            [sys.executable, config, "write", "--scope", "project", "--cwd", repo, lanes],
             env=env,
             check=True,
             stdout=subprocess.DEVNULL,

@@ -96,7 +96,7 @@ class Codex(Adapter):
     def validate(self, opts: dict) -> None:
         check_choice(opts, "sandbox", "--sandbox", registry.CODEX_SANDBOX)
         effort = opts["effort"]
-        if effort is not None and registry.BARE_TOKEN.fullmatch(effort) is None:
+        if effort is not None and not registry.BARE_TOKEN.accepts(effort):
             raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
         check_model(opts, registry.SHELL_SAFE)
         check_keep_env(opts)

@@ -256,7 +256,7 @@ class CommandCode(Adapter):
 
     def validate(self, opts: dict) -> None:
         effort = opts["effort"]
-        if effort is not None and registry.BARE_TOKEN.fullmatch(effort) is None:
+        if effort is not None and not registry.BARE_TOKEN.accepts(effort):
             raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
         check_model(opts, registry.SHELL_SAFE)
         turns = opts["maxTurns"]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import script
@@ -110,3 +113,77 @@ def test_numbers_read_back_to_the_same_double(value):
 def test_js_trim_matches_string_trim():
     assert jsjson.js_trim("\ufeff\u00a0abc\u2028\n") == "abc"
     assert jsjson.js_trim("\x1cabc") == "\x1cabc"
+
+
+def _stdlib_outcome(text: str):
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=jsjson.js_ordered,
+            parse_constant=jsjson._refuse_constant,
+            parse_int=jsjson._parse_int,
+        )
+    except RecursionError:
+        return ("error", "document nested too deeply")
+    except ValueError as error:
+        return ("error", str(error))
+    return ("value", json.dumps(value), list(value) if isinstance(value, dict) else None)
+
+
+def _our_outcome(text: str):
+    try:
+        value = jsjson.loads(text)
+    except ValueError as error:
+        return ("error", str(error))
+    return ("value", json.dumps(value), list(value) if isinstance(value, dict) else None)
+
+
+JSONISH = st.text(alphabet=st.sampled_from(list(' \t\n\r{}[]:,"\\01-.eE+truefalsnNIiy\ufeffx')))
+
+
+@given(
+    st.one_of(
+        JSONISH,
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+            lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        ).map(json.dumps),
+    )
+)
+def test_loads_agrees_with_json_loads(text):
+    """Same values, same key order, same error text as json.loads with our hooks."""
+    assert _our_outcome(text) == _stdlib_outcome(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "\ufeff{}",
+        "{} x",
+        "NaN",
+        "-Infinity",
+        '{"a": 1,}',
+        " [1] \n",
+        '"\\ud800"',
+        "[" * 100_000,
+    ],
+)
+def test_loads_edge_cases_agree_with_json_loads(text):
+    assert _our_outcome(text) == _stdlib_outcome(text)
+
+
+def test_loads_reports_syntax_errors_in_a_fresh_interpreter():
+    """Before anything imported `json`, a syntax error is still a ValueError with its text."""
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    code = (
+        f"import sys; sys.path.insert(0, {src!r})\n"
+        "from delegate_skills import jsjson\n"
+        "try:\n    jsjson.loads('{not json')\n"
+        "except ValueError as error:\n    print(error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == _stdlib_outcome("{not json")[1]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from delegate_skills import registry
 
 
-def js_pattern(pattern) -> str:
-    """A Python pattern matched with fullmatch, as an anchored ECMA-262 pattern."""
-    return f"^{pattern.pattern}$"
+def js_pattern(shape) -> str:
+    """A registry shape or pattern (matched whole), as an anchored ECMA-262 pattern."""
+    return f"^{shape.pattern}$"
 
 
 def fleet_schema() -> dict:
@@ -63,9 +63,9 @@ def _implementer_rules(impl: registry.Implementer) -> dict:
     token = registry.model_token(impl.key)
     for dial in ("model", "provider"):
         if dial in impl.supports and token is not None:
-            values[dial] = {"pattern": js_pattern(token.pattern)}
+            values[dial] = {"pattern": js_pattern(token)}
     if "variant" in impl.supports:
-        values["variant"] = {"pattern": js_pattern(registry.SHELL_SAFE.pattern)}
+        values["variant"] = {"pattern": js_pattern(registry.SHELL_SAFE)}
     then: dict = {"propertyNames": {"enum": ["implementer", *impl.supports]}}
     if values:
         then["properties"] = values

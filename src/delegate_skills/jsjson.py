@@ -62,23 +62,62 @@ def _parse_int(text: str):
     return float(value) if abs(value) > _SAFE_INT else value
 
 
+class _ScanContext:
+    """The settings `_json.make_scanner` reads, as `json.JSONDecoder` holds them."""
+
+    def __init__(self) -> None:
+        self.strict = True
+        self.object_hook = None
+        self.object_pairs_hook = js_ordered
+        self.parse_float = float
+        self.parse_int = _parse_int
+        self.parse_constant = _refuse_constant
+
+
+_JSON_WHITESPACE = " \t\n\r"
+_scan_once = None
+
+
+def _decode_error(message: str, text: str, index: int) -> ValueError:
+    from json import JSONDecodeError
+
+    return JSONDecodeError(message, text, index)
+
+
 def loads(text: str):
     """Parse `text` as JavaScript's JSON.parse would.
 
-    Raises ValueError (json.JSONDecodeError included) on anything JSON.parse
-    rejects, and on nesting too deep to walk.
+    Raises ValueError (json.JSONDecodeError, with json.loads's messages) on
+    anything JSON.parse rejects, and on nesting too deep to walk. The C
+    scanner is driven directly: importing `json` would import `re`, which
+    costs more than the rest of a lane resolve.
     """
-    import json
+    global _scan_once
+    if _scan_once is None:
+        from _json import make_scanner
 
+        _scan_once = make_scanner(_ScanContext())
+    if text.startswith("\ufeff"):
+        raise _decode_error("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=js_ordered,
-            parse_constant=_refuse_constant,
-            parse_int=_parse_int,
-        )
+        try:
+            value, end = _scan_once(text, start)
+        except SystemError:
+            # The scanner raises its syntax errors through `json.decoder`,
+            # which it only finds once imported: load it, then scan again.
+            import json.decoder  # noqa: F401
+
+            value, end = _scan_once(text, start)
+    except StopIteration as stop:
+        raise _decode_error("Expecting value", text, stop.value) from None
     except RecursionError:
         raise ValueError("document nested too deeply") from None
+    while end < len(text) and text[end] in _JSON_WHITESPACE:
+        end += 1
+    if end != len(text):
+        raise _decode_error("Extra data", text, end)
+    return value
 
 
 def decode_utf8(raw: bytes) -> str:

@@ -14,7 +14,7 @@ from .fleet import Effective
 
 def resolve(cwd: str, lane_name: str, implementer_key: str) -> dict:
     """What `lane resolve` prints: lane, source, implementer, skill, dials. Raises UserError."""
-    if registry.LANE_NAME.fullmatch(lane_name) is None:
+    if not registry.LANE_NAME.accepts(lane_name):
         raise UserError(f"invalid lane name {jsjson.stringify(lane_name)}")
     if registry.get(implementer_key) is None:
         raise UserError(f"unknown implementer {jsjson.stringify(implementer_key)}")

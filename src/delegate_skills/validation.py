@@ -50,7 +50,7 @@ def check_document(document, label: str) -> str | None:
 
 
 def check_lane(name: str, lane, label: str) -> str | None:
-    if registry.LANE_NAME.fullmatch(name) is None:
+    if not registry.LANE_NAME.accepts(name):
         return f"{label}: invalid lane name {jsjson.stringify(name)}"
     if not isinstance(lane, dict):
         return f"{label}: lane {name} must be an object"
@@ -124,7 +124,7 @@ def _check_effort(key: str, value: str, where: str) -> str | None:
     problem = _check_choice(registry.EFFORT_CHOICES.get(key), value, f"{where}.effort")
     if problem:
         return problem
-    if key in registry.BARE_EFFORT_IMPLEMENTERS and registry.BARE_TOKEN.fullmatch(value) is None:
+    if key in registry.BARE_EFFORT_IMPLEMENTERS and not registry.BARE_TOKEN.accepts(value):
         return f"{where}.effort must be a bare token"
     return None
 

@@ -10,12 +10,17 @@ recorded by a handler and delivered through a wakeup pipe.
 from __future__ import annotations
 
 import errno
+import math
 import os
-import selectors
+import select
 import time
-from collections.abc import Callable
 
 from ..spawn import Spawned, signal
+
+# `typing` costs milliseconds at every relay start; type checkers read this too.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 READ_SIZE = 65536
 #: After the child exits, how long to keep reading output that a lingering
@@ -25,6 +30,42 @@ LINGER_S = 5.0
 _POLL_S = 0.005
 
 WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Watched:
+    """The descriptors the loop waits on, each with what it is for.
+
+    A small stand-in for `selectors`, which imports `collections` and costs
+    several milliseconds of every relay start. poll(2) where the platform has
+    it, select(2) otherwise.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple[bool, object]] = {}
+        self._poll = select.poll() if hasattr(select, "poll") else None
+
+    def add(self, fd: int, data: object, *, write: bool = False) -> None:
+        self.entries[fd] = (write, data)
+        if self._poll is not None:
+            self._poll.register(fd, select.POLLOUT if write else select.POLLIN)
+
+    def discard(self, fd: int) -> None:
+        if self.entries.pop(fd, None) is not None and self._poll is not None:
+            self._poll.unregister(fd)
+
+    def ready(self, timeout: float) -> list[tuple[int, object]]:
+        """(fd, data) for each descriptor ready within `timeout` seconds."""
+        if self._poll is not None:
+            fds = [fd for fd, _events in self._poll.poll(math.ceil(timeout * 1000))]
+        else:
+            readers = [fd for fd, (write, _data) in self.entries.items() if not write]
+            writers = [fd for fd, (write, _data) in self.entries.items() if write]
+            ready_r, ready_w, _ = select.select(readers, writers, [], timeout)
+            fds = ready_r + ready_w
+        return [(fd, self.entries[fd][1]) for fd in fds if fd in self.entries]
+
+    def readers(self) -> list[tuple[int, object]]:
+        return [(fd, data) for fd, (write, data) in self.entries.items() if not write]
 
 
 class RelaySignals:
@@ -116,7 +157,7 @@ class Child:
         self._on_stderr = on_stderr
         self.proc: Spawned | None = None
         self.exited: Exited | None = None
-        self._selector = selectors.DefaultSelector()
+        self._watched = Watched()
         self._open_pipes = 0
         self._exited_at: float | None = None
         self._stdin_view = memoryview(stdin or b"")
@@ -132,13 +173,13 @@ class Child:
             (self.proc.stderr, self._on_stderr),
         ):
             os.set_blocking(fd, False)
-            self._selector.register(fd, selectors.EVENT_READ, handler)
+            self._watched.add(fd, handler)
             self._open_pipes += 1
         if self.proc.stdin is not None:
             os.set_blocking(self.proc.stdin, False)
-            self._selector.register(self.proc.stdin, selectors.EVENT_WRITE, None)
+            self._watched.add(self.proc.stdin, None, write=True)
         if self._signals is not None:
-            self._selector.register(self._signals.wakeup_fd, selectors.EVENT_READ, "wakeup")
+            self._watched.add(self._signals.wakeup_fd, "wakeup")
         self._watch_exit()
 
     def _watch_exit(self) -> None:
@@ -147,7 +188,7 @@ class Child:
             self._pidfd = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):
             return
-        self._selector.register(self._pidfd, selectors.EVENT_READ, "exit")
+        self._watched.add(self._pidfd, "exit")
 
     @property
     def pid(self) -> int | None:
@@ -204,16 +245,16 @@ class Child:
             self._select_once(wait)
 
     def _select_once(self, wait: float) -> None:
-        for key, _mask in self._selector.select(wait):
-            if key.data == "wakeup":
+        for fd, data in self._watched.ready(wait):
+            if data == "wakeup":
                 self._signals.drain()
-            elif key.data == "exit":
-                self._selector.unregister(key.fd)
+            elif data == "exit":
+                self._watched.discard(fd)
                 self._reap()
-            elif key.data is None:
-                self._feed_stdin(key.fd)
+            elif data is None:
+                self._feed_stdin(fd)
             else:
-                self._read(key.fd, key.data)
+                self._read(fd, data)
 
     def _read(self, fd: int, handler: Callable[[bytes], None]) -> None:
         try:
@@ -225,7 +266,7 @@ class Child:
         if data:
             handler(data)
             return
-        self._selector.unregister(fd)
+        self._watched.discard(fd)
         self._open_pipes -= 1
 
     def _feed_stdin(self, fd: int) -> None:
@@ -243,10 +284,7 @@ class Child:
         fd = self.proc.stdin
         if fd is None:
             return
-        try:
-            self._selector.unregister(fd)
-        except (KeyError, ValueError):
-            pass
+        self._watched.discard(fd)
         try:
             os.close(fd)
         except OSError:
@@ -255,8 +293,8 @@ class Child:
 
     def _drain_now(self) -> None:
         """Read whatever is already waiting in the pipes, without blocking."""
-        for fd, key in list(self._selector.get_map().items()):
-            if key.data in (None, "wakeup", "exit") or key.events != selectors.EVENT_READ:
+        for fd, handler in self._watched.readers():
+            if handler in ("wakeup", "exit"):
                 continue
             while True:
                 try:
@@ -265,13 +303,12 @@ class Child:
                     break
                 if not data:
                     break
-                key.data(data)
+                handler(data)
 
     def _close_pipes(self) -> None:
-        for fd, key in list(self._selector.get_map().items()):
-            if key.data in ("wakeup", "exit"):
-                continue
-            self._selector.unregister(fd)
+        for fd, (_write, data) in list(self._watched.entries.items()):
+            if data not in ("wakeup", "exit"):
+                self._watched.discard(fd)
         self._open_pipes = 0
 
     def _reap(self) -> None:
@@ -284,15 +321,14 @@ class Child:
             self._close_stdin()
 
     def close(self) -> None:
-        """Release pipes and the selector (the tree is left as it is)."""
+        """Release pipes and the watch list (the tree is left as it is)."""
         self._close_pipes()
         for fd in (self._signals.wakeup_fd if self._signals else None, self._pidfd):
-            if fd is not None and fd in self._selector.get_map():
-                self._selector.unregister(fd)
+            if fd is not None:
+                self._watched.discard(fd)
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-        self._selector.close()
         if self.proc is not None:
             self.proc.close()
 

@@ -127,8 +127,8 @@ def parse(argv: list[str], table: dict[str, Flag], opts: dict) -> set[str]:
 # ---------------------------------------------------------------- shared checks
 
 #: Session and thread ids that go on a command line.
-SESSION = registry.Token(r"[A-Za-z0-9][A-Za-z0-9._:-]*", "letters, digits, . _ : -")
-ENV_NAME = registry.Pattern(r"[A-Za-z_][A-Za-z0-9_]*")
+SESSION = registry.Token("A-Za-z0-9._:-", "letters, digits, . _ : -")
+ENV_NAME = registry.Shape("A-Za-z_", "A-Za-z0-9_")
 
 TIMEOUT_MESSAGE = (
     '--timeout "{value}" is invalid or too long; '

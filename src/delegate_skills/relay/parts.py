@@ -159,7 +159,7 @@ def check_keep_env(opts: dict) -> None:
     if names and not opts["cleanEnv"]:
         raise Usage("--keep-env requires --clean-env")
     for name in names:
-        if ENV_NAME.fullmatch(name) is None:
+        if not ENV_NAME.accepts(name):
             raise Usage(f'invalid --keep-env "{name}" (expected an environment variable name)')
     for name in names:
         if name not in os.environ:

@@ -11,9 +11,13 @@ joined first (see `Utf8Stream`).
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
 
 from ..registry import Pattern
+
+# `typing` costs milliseconds at every relay start; type checkers read this too.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: The most text kept for an object (or line) that has not ended yet.
 MAX_BUFFERED_CHARS = 1_048_576
