@@ -19,7 +19,14 @@ import re
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.gitstate import Tripwire
-from delegate_skills.relay.options import Flag, Usage, check_choice, check_exclusive, value_flag
+from delegate_skills.relay.options import (
+    Flag,
+    Usage,
+    check_choice,
+    check_exclusive,
+    switch_flag,
+    value_flag,
+)
 from delegate_skills.relay.parts import check_argv_brief
 from delegate_skills.relay.rundir import FINAL, RESULT
 from delegate_skills.runs import RUN_FILE
@@ -126,15 +133,11 @@ class Agy(Adapter):
             help="low | medium | high",
         ),
         value_flag("--project", "project", "<id>", "Use this Antigravity project.", flagged=False),
-        Flag(
-            "--new-project",
-            sets={"newProject": True},
-            help="Start in a new project (what a fresh run does anyway).",
+        switch_flag(
+            "--new-project", "newProject", "Start in a new project (what a fresh run does anyway)."
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent conversation (agy --continue).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the most recent conversation (agy --continue)."
         ),
         value_flag(
             "--conversation",
@@ -143,23 +146,20 @@ class Agy(Adapter):
             "Continue this conversation.",
             flagged=False,
         ),
-        Flag(
-            "--sandbox",
-            sets={"sandbox": True},
-            flags=("sandbox",),
-            help="Run agy's tools in its sandbox (agy --sandbox).",
+        switch_flag(
+            "--sandbox", "sandbox", "Run agy's tools in its sandbox (agy --sandbox).", flagged=True
         ),
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="agy's plan mode (--mode plan); the relay reports readOnlyViolation.",
+            "readOnly",
+            "agy's plan mode (--mode plan); the relay reports readOnlyViolation.",
+            flagged=True,
         ),
-        Flag(
+        switch_flag(
             "--dangerously-skip-permissions",
-            sets={"dangerouslySkipPermissions": True},
-            flags=("dangerouslySkipPermissions",),
-            help="Skip Antigravity's permission checks (full access; opt-in).",
+            "dangerouslySkipPermissions",
+            "Skip Antigravity's permission checks (full access; opt-in).",
+            flagged=True,
         ),
         value_flag(
             "--print-timeout",

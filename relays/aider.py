@@ -33,7 +33,7 @@ from delegate_skills import gitmeta
 from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.engine import STDERR_NAME
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, value_flag
+from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 
 #: Switches every run gets, in this order. None of them can be turned off.
 PINS = (
@@ -207,17 +207,15 @@ class Aider(Adapter):
             append=True,
             help="Add a file to the chat as read-only context (repeatable).",
         ),
-        Flag("--subtree-only", sets={"subtreeOnly": True}, help="Only consider files under --cd."),
-        Flag(
+        switch_flag("--subtree-only", "subtreeOnly", "Only consider files under --cd."),
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="aider --dry-run; history kept in the run dir, repo map off.",
+            "readOnly",
+            "aider --dry-run; history kept in the run dir, repo map off.",
+            flagged=True,
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Restore aider's chat history (--restore-chat-history).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Restore aider's chat history (--restore-chat-history)."
         ),
         value_flag(
             "--history-file",

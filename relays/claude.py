@@ -24,6 +24,7 @@ from delegate_skills.relay.options import (
     check_exclusive,
     check_model,
     check_token,
+    switch_flag,
     timeout_ms,
     value_flag,
 )
@@ -123,10 +124,8 @@ class Claude(Adapter):
             metavar="<amount>",
             help="Positive spend limit in USD.",
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session (claude --continue).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the most recent session (claude --continue)."
         ),
         value_flag(
             "--session",
@@ -135,17 +134,14 @@ class Claude(Adapter):
             "Continue this session (claude --resume <id>).",
             flagged=False,
         ),
-        Flag(
-            "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="Plan mode with Read, Glob and Grep only.",
+        switch_flag(
+            "--read-only", "readOnly", "Plan mode with Read, Glob and Grep only.", flagged=True
         ),
-        Flag(
+        switch_flag(
             "--dangerously-skip-permissions",
-            sets={"dangerouslySkipPermissions": True},
-            flags=("dangerouslySkipPermissions",),
-            help="Use Claude's bypassPermissions mode; not with --read-only.",
+            "dangerouslySkipPermissions",
+            "Use Claude's bypassPermissions mode; not with --read-only.",
+            flagged=True,
         ),
     )
 

@@ -13,14 +13,10 @@ from __future__ import annotations
 
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, value_flag
+from delegate_skills.relay.options import NOT_SCHEDULABLE, Flag, Usage, switch_flag, value_flag
 
 #: The positional prompt: Cline joins it with the piped brief.
 STDIN_PROMPT = "Follow the task instructions provided on stdin."
-TIMEOUT_MESSAGE = (
-    '--timeout "{value}" is not a positive schedulable duration; use h/m/s strings '
-    "like 30m, 90s, or 1h30m (maximum ~24.8 days)"
-)
 NO_RESUME = (
     "{flag} is not supported: cline's headless JSON mode cannot resume a session; "
     "dispatch a fresh, self-contained brief instead"
@@ -62,15 +58,13 @@ class Cline(Adapter):
         "cannot resume a session: every dispatch is a fresh brief."
     )
     default_timeout = "30m"
-    timeout_message = TIMEOUT_MESSAGE
+    timeout_message = NOT_SCHEDULABLE
     stderr_file = True
     path_fields = ("brief", "final", "events", "stderr")
     flags = (
         value_flag("--provider", "provider", "<name>", "Cline provider id (default: Cline's own)."),
-        Flag(
-            "--plan",
-            sets={"planMode": True},
-            help="Plan mode (analysis, no edits); sent with --auto-approve false.",
+        switch_flag(
+            "--plan", "planMode", "Plan mode (analysis, no edits); sent with --auto-approve false."
         ),
         Flag(
             "--auto-approve",
@@ -84,11 +78,7 @@ class Cline(Adapter):
             metavar="<id>",
             help="Refused: cline's headless JSON mode cannot resume a session.",
         ),
-        Flag(
-            "--resume-last",
-            sets={"refusedResumeLast": True},
-            help="Refused, for the same reason.",
-        ),
+        switch_flag("--resume-last", "refusedResumeLast", "Refused, for the same reason."),
     )
 
     def defaults(self) -> dict:

@@ -15,6 +15,7 @@ from delegate_skills.relay.options import (
     Usage,
     check_choice,
     check_model,
+    switch_flag,
     timeout_ms,
     value_flag,
 )
@@ -57,10 +58,10 @@ class Codex(Adapter):
             flags=("sandbox", "readOnly"),
             help="Same as --sandbox read-only: review or diagnose, no edits.",
         ),
-        Flag(
+        switch_flag(
             "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent Codex session (send only the delta).",
+            "resumeLast",
+            "Continue the most recent Codex session (send only the delta).",
         ),
         Flag(
             "--session",
@@ -69,10 +70,8 @@ class Codex(Adapter):
             help="Continue the Codex session with this thread id.",
         ),
         *clean_env_flags("Codex"),
-        Flag(
-            "--skip-git-repo-check",
-            sets={"skipGitRepoCheck": True},
-            help="Let Codex run outside a git repository.",
+        switch_flag(
+            "--skip-git-repo-check", "skipGitRepoCheck", "Let Codex run outside a git repository."
         ),
     )
 

@@ -27,6 +27,7 @@ from delegate_skills.relay.options import (
     Usage,
     check_exclusive,
     check_model,
+    switch_flag,
     value_flag,
 )
 from delegate_skills.relay.parts import (
@@ -202,16 +203,16 @@ class CommandCode(Adapter):
         value_flag(
             "--effort", "effort", "<level>", "Reasoning effort; the levels depend on the model."
         ),
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="No --yolo, plus --permission-mode plan: write, edit and shell stay withheld.",
+            "readOnly",
+            "No --yolo, plus --permission-mode plan: write, edit and shell stay withheld.",
+            flagged=True,
         ),
-        Flag(
+        switch_flag(
             "--tools-all",
-            sets={"toolsAll": True},
-            help="Also pass --tools-all (write runs only; it does not lift the write gate).",
+            "toolsAll",
+            "Also pass --tools-all (write runs only; it does not lift the write gate).",
         ),
         Flag(
             "--max-turns",
@@ -225,10 +226,10 @@ class CommandCode(Adapter):
             metavar="<id>",
             help="Continue this session (cmd --resume <id>); not with --continue-last.",
         ),
-        Flag(
+        switch_flag(
             "--continue-last",
-            sets={"continueLast": True},
-            help="Continue the most recent session (cmd --continue); prefer --session.",
+            "continueLast",
+            "Continue the most recent session (cmd --continue); prefer --session.",
         ),
         *clean_env_flags("Command Code"),
     )

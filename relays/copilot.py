@@ -18,7 +18,14 @@ import re
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, check_choice, check_exclusive, value_flag
+from delegate_skills.relay.options import (
+    NOT_SCHEDULABLE,
+    Usage,
+    check_choice,
+    check_exclusive,
+    switch_flag,
+    value_flag,
+)
 from delegate_skills.relay.parts import check_shell_tokens
 
 #: Put before the file reference on a resumed run, so the model acts on the
@@ -72,10 +79,7 @@ class Copilot(Adapter):
         "Copilot in plan mode. The version check is `copilot --version` (local)."
     )
     default_timeout = "30m"
-    timeout_message = (
-        '--timeout "{value}" is not a positive schedulable duration; use h/m/s strings '
-        "like 30m, 90s, or 1h30m (maximum ~24.8 days)"
-    )
+    timeout_message = NOT_SCHEDULABLE
     brief_via = "argv"
     parser = "lines"
     stderr_file = True
@@ -89,22 +93,20 @@ class Copilot(Adapter):
             "<level>",
             f"Reasoning effort: {', '.join(registry.COPILOT_EFFORT)}.",
         ),
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="Plan mode (--mode plan): Copilot plans and edits nothing.",
+            "readOnly",
+            "Plan mode (--mode plan): Copilot plans and edits nothing.",
+            flagged=True,
         ),
-        Flag(
+        switch_flag(
             "--allow-all-tools",
-            sets={"allowAllTools": True},
-            flags=("allowAllTools",),
-            help="Grant every tool call; without it a headless run auto-denies them.",
+            "allowAllTools",
+            "Grant every tool call; without it a headless run auto-denies them.",
+            flagged=True,
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session (copilot --continue).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the most recent session (copilot --continue)."
         ),
         value_flag(
             "--session",

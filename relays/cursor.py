@@ -16,6 +16,7 @@ from delegate_skills.relay.options import (
     Usage,
     check_exclusive,
     check_model,
+    switch_flag,
     timeout_ms,
     value_flag,
 )
@@ -63,11 +64,11 @@ class Cursor(Adapter):
     path_fields = ("brief", "final", "events", "stderr")
     lane_blockers = (("readOnly", (FORCE_ON,)), ("force", ("readOnly",)))
     flags = (
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="Cursor's plan mode (--mode plan) instead of --force.",
+            "readOnly",
+            "Cursor's plan mode (--mode plan) instead of --force.",
+            flagged=True,
         ),
         Flag(
             "--force",

@@ -15,7 +15,14 @@ import json
 import re
 
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, timeout_ms, value_flag
+from delegate_skills.relay.options import (
+    Flag,
+    Usage,
+    check_exclusive,
+    switch_flag,
+    timeout_ms,
+    value_flag,
+)
 from delegate_skills.relay.parts import check_shell_tokens
 
 AUTONOMY = ("workspace-write", "read-only", "full-access")
@@ -84,10 +91,8 @@ class Grok(Adapter):
             help="No sandbox, every tool call approved (opt-in). The last of --read-only "
             "and --full-access wins.",
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session (grok --continue).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the most recent session (grok --continue)."
         ),
         Flag("--session", "session", metavar="<id>", help="Resume this session (grok --resume)."),
     )

@@ -11,7 +11,7 @@ a dash), which caps its size.
 from __future__ import annotations
 
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Flag, Usage, check_model, timeout_ms
+from delegate_skills.relay.options import Usage, check_model, switch_flag, timeout_ms
 from delegate_skills.relay.parts import (
     ArgvBriefAdapter,
     add_dir_args,
@@ -65,11 +65,8 @@ class Kimi(ArgvBriefAdapter):
             "Continue this Kimi session id.",
         ),
         add_dir_flag("Extra directory Kimi may use (repeatable; relative to --cd)."),
-        Flag(
-            "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="Refused: kimi has no read-only mode.",
+        switch_flag(
+            "--read-only", "readOnly", "Refused: kimi has no read-only mode.", flagged=True
         ),
     )
 

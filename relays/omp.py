@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from delegate_skills import registry
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Flag, check_choice, check_exclusive, value_flag
+from delegate_skills.relay.options import (
+    check_choice,
+    check_exclusive,
+    switch_flag,
+    value_flag,
+)
 from delegate_skills.relay.parts import AgentEventsAdapter, AgentState, check_shell_tokens
 
 READ_ONLY_TOOLS = "read,grep,glob"
@@ -38,9 +43,6 @@ class Omp(AgentEventsAdapter):
         "--list-models flag)."
     )
     default_timeout = "30m"
-    timeout_message = (
-        '--timeout "{value}" is not a duration; use h/m/s strings like 30m, 90s, or 1h30m'
-    )
     stderr_file = True
     path_fields = ("brief", "final", "events", "stderr")
     flags = (
@@ -52,21 +54,21 @@ class Omp(AgentEventsAdapter):
             f"Thinking level: {', '.join(registry.OMP_THINKING)} (a lane's effort).",
         ),
         value_flag("--session", "session", "<id>", "Resume this omp session by id.", flagged=False),
-        Flag(
+        switch_flag(
             "--resume-last",
-            sets={"resumeLast": True},
-            help="Resume the most recent session in --cd (omp --continue).",
+            "resumeLast",
+            "Resume the most recent session in --cd (omp --continue).",
         ),
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help=f"No --yolo; omp may use only the {READ_ONLY_TOOLS} tools.",
+            "readOnly",
+            f"No --yolo; omp may use only the {READ_ONLY_TOOLS} tools.",
+            flagged=True,
         ),
-        Flag(
+        switch_flag(
             "--approve",
-            sets={"approve": True},
-            help="Trust the project's .omp extensions, skills and rules for this run.",
+            "approve",
+            "Trust the project's .omp extensions, skills and rules for this run.",
         ),
     )
 
@@ -123,8 +125,7 @@ class Omp(AgentEventsAdapter):
             lines.append("mode: resumed an existing session")
         if result["thinking"]:
             lines.append(f"thinking: {result['thinking']}")
-        if state.model:
-            lines.append(f"model: {state.provider + '/' if state.provider else ''}{state.model}")
+        lines += self.model_lines(state)
         if state.session_id:
             lines.append(
                 f"session id (resume with: --session {state.session_id}): {state.session_id}"

@@ -37,6 +37,7 @@ from delegate_skills.relay.options import (
     Usage,
     check_model,
     check_token,
+    switch_flag,
     timeout_ms,
     value_flag,
 )
@@ -162,19 +163,17 @@ class OpenCode(Adapter):
         value_flag(
             "--variant", "variant", "<name>", "Provider reasoning effort (high, max, minimal, …)."
         ),
-        Flag("--auto", sets={"auto": True}, help="Pass --auto to build runs (the default)."),
+        switch_flag("--auto", "auto", "Pass --auto to build runs (the default)."),
         Flag(
             "--no-auto",
             sets={"auto": False},
             help="Do not pass --auto; the agent's own permission config rules.",
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session (--continue).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the most recent session (--continue)."
         ),
         Flag("--session", "session", metavar="<id>", help="Continue this session id (ses_…)."),
-        Flag("--pure", sets={"pure": True}, help="Run without external plugins."),
+        switch_flag("--pure", "pure", "Run without external plugins."),
     )
 
     def defaults(self) -> dict:

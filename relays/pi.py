@@ -11,7 +11,7 @@ run even when pi exits 0.
 from __future__ import annotations
 
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, value_flag
+from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 from delegate_skills.relay.parts import (
     AgentEventsAdapter,
     AgentState,
@@ -20,7 +20,6 @@ from delegate_skills.relay.parts import (
 )
 
 READ_ONLY_TOOLS = "read,grep,find,ls"
-TIMEOUT_MESSAGE = '--timeout "{value}" is not a duration; use h/m/s strings like 30m, 90s, or 1h30m'
 
 
 class Pi(AgentEventsAdapter):
@@ -42,28 +41,20 @@ class Pi(AgentEventsAdapter):
         "needs --model whenever --provider is given."
     )
     default_timeout = "30m"
-    timeout_message = TIMEOUT_MESSAGE
     stderr_file = True
     path_fields = ("brief", "final", "events", "stderr")
     flags = (
         value_flag("--provider", "provider", "<name>", "Provider to pick --model from."),
         Flag("--session", "session", metavar="<id>", help="Resume this session id."),
-        Flag(
+        switch_flag(
             "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session in --cd (pi --continue).",
+            "resumeLast",
+            "Continue the most recent session in --cd (pi --continue).",
         ),
-        Flag(
-            "--approve",
-            sets={"approve": True},
-            help="Trust project-local pi files for this run (pi --approve).",
+        switch_flag(
+            "--approve", "approve", "Trust project-local pi files for this run (pi --approve)."
         ),
-        Flag(
-            "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help=f"Only the {READ_ONLY_TOOLS} tools.",
-        ),
+        switch_flag("--read-only", "readOnly", f"Only the {READ_ONLY_TOOLS} tools.", flagged=True),
     )
 
     def defaults(self) -> dict:
@@ -117,8 +108,7 @@ class Pi(AgentEventsAdapter):
             lines.append(f"mode: read-only (tools {READ_ONLY_TOOLS})")
         if opts["approve"]:
             lines.append("mode: project resources trusted (--approve)")
-        if state.model:
-            lines.append(f"model: {state.provider + '/' if state.provider else ''}{state.model}")
+        lines += self.model_lines(state)
         return [*lines, *resume_lines(result["resumed"], state.session_id)]
 
 

@@ -23,6 +23,7 @@ from delegate_skills.relay.options import (
     Usage,
     check_exclusive,
     check_token,
+    switch_flag,
     timeout_ms,
     value_flag,
 )
@@ -105,11 +106,7 @@ class Qoder(ArgvBriefAdapter):
             metavar="<id>",
             help="Continue this qodercli session id (--resume <id>).",
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session (-c).",
-        ),
+        switch_flag("--resume-last", "resumeLast", "Continue the most recent session (-c)."),
         add_dir_flag("Extra workspace directory (repeatable; relative to --cd)."),
         value_flag(
             "--permission-mode",
@@ -118,11 +115,11 @@ class Qoder(ArgvBriefAdapter):
             "default | accept_edits | auto | bypass_permissions | dont_ask | plan "
             "(default: auto; plan = read-only).",
         ),
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="Read, Grep and Glob only, no MCP servers (same as --permission-mode plan).",
+            "readOnly",
+            "Read, Grep and Glob only, no MCP servers (same as --permission-mode plan).",
+            flagged=True,
         ),
     )
 

@@ -14,7 +14,7 @@ import re
 
 from delegate_skills.jsjson import js_number
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, timeout_ms
+from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, timeout_ms
 from delegate_skills.relay.parts import check_argv_brief, resume_lines, text_blocks
 
 WRITE_AGENT = "accept-edits"
@@ -86,10 +86,8 @@ class Vibe(Adapter):
         Flag("--max-price", "maxPrice", metavar="<usd>", help="Stop at this cost in USD."),
         Flag("--max-tokens", "maxTokens", metavar="<n>", help="Stop at this many tokens."),
         Flag("--session", "session", metavar="<id>", help="Resume this session (vibe --resume)."),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the most recent session (vibe --continue).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the most recent session (vibe --continue)."
         ),
         Flag(
             "--plan-only",

@@ -10,7 +10,7 @@ than silently ignored, and the diff is the record of what happened.
 from __future__ import annotations
 
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, value_flag
+from delegate_skills.relay.options import NOT_A_DURATION, Flag, Usage, switch_flag, value_flag
 from delegate_skills.relay.parts import check_argv_brief, check_shell_tokens, text_blocks
 
 #: Lane dials that would promise a restriction oz cannot make.
@@ -23,7 +23,6 @@ UNHONOURED_DIALS = (
     "variant",
     "provider",
 )
-TIMEOUT_MESSAGE = '--timeout "{value}" is not a duration; use h/m/s strings like 30m, 90s, or 1h30m'
 TOO_BIG = (
     "brief is {kb} KiB; oz takes it as one --prompt argument, which the OS caps near "
     "128 KiB. Put large context in the workspace and point a shorter brief at it."
@@ -79,7 +78,7 @@ class Warp(Adapter):
         "end-of-run workspace snapshot unless --no-snapshot is given."
     )
     default_timeout = "30m"
-    timeout_message = TIMEOUT_MESSAGE
+    timeout_message = NOT_A_DURATION
     brief_via = "argv"
     stderr_file = True
     path_fields = ("brief", "final", "events", "stderr")
@@ -107,10 +106,10 @@ class Warp(Adapter):
             append=True,
             help="MCP server config: a file path or inline JSON (repeatable).",
         ),
-        Flag(
+        switch_flag(
             "--no-snapshot",
-            sets={"noSnapshot": True},
-            help="Pass oz --no-snapshot: no workspace snapshot upload at the end.",
+            "noSnapshot",
+            "Pass oz --no-snapshot: no workspace snapshot upload at the end.",
         ),
     )
 

@@ -18,7 +18,7 @@ import sys
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, value_flag
+from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 from delegate_skills.relay.scan import MAX_BUFFERED_CHARS, parse_json
 
 ATTACH_PROMPT = "Follow the attached brief exactly."
@@ -135,11 +135,11 @@ class Zcode(Adapter):
             flags=("mode", "permissionMode"),
             help="plan | yolo (default: yolo). build and edit cannot write headless.",
         ),
-        Flag(
+        switch_flag(
             "--read-only",
-            sets={"readOnly": True},
-            flags=("readOnly",),
-            help="Same as --mode plan: review or diagnose, no edits.",
+            "readOnly",
+            "Same as --mode plan: review or diagnose, no edits.",
+            flagged=True,
         ),
         value_flag(
             "--disallowed-tools",
@@ -147,10 +147,8 @@ class Zcode(Adapter):
             "<list>",
             'Tools ZCode must not offer, comma or space separated ("Write,Edit,Bash").',
         ),
-        Flag(
-            "--resume-last",
-            sets={"resumeLast": True},
-            help="Continue the latest ZCode session for --cd (zcode -c).",
+        switch_flag(
+            "--resume-last", "resumeLast", "Continue the latest ZCode session for --cd (zcode -c)."
         ),
         Flag(
             "--session",

@@ -12,6 +12,7 @@ import sys
 import click
 
 from . import fleet, jsjson, lanes, registry
+from .clirun import run_group
 from .errors import UserError
 
 CWD_OPTION = click.option(
@@ -462,28 +463,7 @@ _register_skills()
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on stderr for every error a user can cause."""
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        outcome = cli.main(args=args, prog_name="delegate", standalone_mode=False)
-    except UserError as error:
-        click.echo(f"delegate: {error}", err=True)
-        return error.exit_code
-    except click.UsageError as error:
-        where = error.ctx.command_path if error.ctx else "delegate"
-        message = " ".join(error.format_message().split())
-        click.echo(f"{where}: {message} (see: {where} --help)", err=True)
-        return 2
-    except click.ClickException as error:
-        click.echo(f"delegate: {error.format_message()}", err=True)
-        return error.exit_code
-    except click.exceptions.Exit as done:
-        return done.exit_code
-    except click.Abort:
-        click.echo("delegate: aborted", err=True)
-        return 130
-    except BrokenPipeError:
-        return 0
-    return outcome if isinstance(outcome, int) else 0
+    return run_group(cli, sys.argv[1:] if argv is None else argv, "delegate")
 
 
 if __name__ == "__main__":

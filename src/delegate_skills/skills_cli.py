@@ -15,6 +15,7 @@ import sys
 import click
 
 from . import jsjson
+from .clirun import run_group
 from .errors import UserError
 from .skillsmgr import agents as agent_table
 
@@ -326,28 +327,7 @@ def prune_command(dry_run: bool, cwd: str | None, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run `delegate skills` on its own: one line on stderr for every error a user can cause."""
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        outcome = skills.main(args=args, prog_name="delegate skills", standalone_mode=False)
-    except UserError as error:
-        click.echo(f"delegate: {error}", err=True)
-        return error.exit_code
-    except click.UsageError as error:
-        where = error.ctx.command_path if error.ctx else "delegate skills"
-        message = " ".join(error.format_message().split())
-        click.echo(f"{where}: {message} (see: {where} --help)", err=True)
-        return 2
-    except click.ClickException as error:
-        click.echo(f"delegate: {error.format_message()}", err=True)
-        return error.exit_code
-    except click.exceptions.Exit as done:
-        return done.exit_code
-    except click.Abort:
-        click.echo("delegate: aborted", err=True)
-        return 130
-    except BrokenPipeError:
-        return 0
-    return outcome if isinstance(outcome, int) else 0
+    return run_group(skills, sys.argv[1:] if argv is None else argv, "delegate skills")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,11 @@ def value_flag(name: str, dest: str, metavar: str, help: str, *, flagged: bool =
     return Flag(name, dest, metavar=metavar, flags=(dest,) if flagged else (), help=help)
 
 
+def switch_flag(name: str, dest: str, help: str, *, flagged: bool = False) -> Flag:
+    """A flag that sets `dest` to True, and marks it as chosen when `flagged`."""
+    return Flag(name, sets={dest: True}, flags=(dest,) if flagged else (), help=help)
+
+
 COMMON_FLAGS = (
     Flag(
         "--brief",
@@ -133,6 +138,13 @@ ENV_NAME = registry.Shape("A-Za-z_", "A-Za-z0-9_")
 TIMEOUT_MESSAGE = (
     '--timeout "{value}" is invalid or too long; '
     "use a positive h/m/s duration no longer than about 24 days"
+)
+#: The other wordings the relays use for a bad --timeout (each as its own
+#: relay words it), so every adapter that shares one names it from here.
+NOT_A_DURATION = '--timeout "{value}" is not a duration; use h/m/s strings like 30m, 90s, or 1h30m'
+NOT_SCHEDULABLE = (
+    '--timeout "{value}" is not a positive schedulable duration; use h/m/s strings '
+    "like 30m, 90s, or 1h30m (maximum ~24.8 days)"
 )
 
 

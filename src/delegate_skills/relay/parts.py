@@ -12,7 +12,7 @@ import os
 
 from .. import registry
 from .adapter import Adapter, State
-from .options import ENV_NAME, SESSION, Flag, Usage, check_exclusive, check_token
+from .options import ENV_NAME, NOT_A_DURATION, SESSION, Flag, Usage, check_exclusive, check_token
 
 #: The largest brief passed as one command-line argument (Linux caps one near 128 KiB).
 MAX_ARGV_BRIEF_BYTES = 120 * 1024
@@ -200,9 +200,17 @@ class AgentEventsAdapter(Adapter):
     """
 
     failed_stops = ("error", "aborted")
+    timeout_message = NOT_A_DURATION
 
     def new_state(self, opts: dict) -> State:
         return AgentState(opts)
+
+    @staticmethod
+    def model_lines(state: AgentState) -> list[str]:
+        """The summary's `model:` line, as provider/model, when the stream named a model."""
+        if not state.model:
+            return []
+        return [f"model: {state.provider + '/' if state.provider else ''}{state.model}"]
 
     def on_event(self, state: AgentState, event: dict) -> None:
         kind = event.get("type")
