@@ -125,13 +125,7 @@ class Agy(Adapter):
     timeout_message = TIMEOUT_MESSAGE
     path_fields = ("brief", "final", ("logPath", LOG), "stderr")
     flags = (
-        Flag(
-            "--effort",
-            "effort",
-            metavar="<level>",
-            flags=("effort",),
-            help="low | medium | high",
-        ),
+        value_flag("--effort", "effort", "<level>", "low | medium | high"),
         value_flag("--project", "project", "<id>", "Use this Antigravity project.", flagged=False),
         switch_flag(
             "--new-project", "newProject", "Start in a new project (what a fresh run does anyway)."
@@ -179,12 +173,11 @@ class Agy(Adapter):
 
     def flag_table(self) -> tuple[Flag, ...]:
         # Same --timeout, with help that names agy's own default.
-        watchdog = Flag(
+        watchdog = value_flag(
             "--timeout",
             "timeout",
-            metavar="<dur>",
-            flags=("timeout",),
-            help="Relay watchdog as h/m/s (default: --print-timeout plus 60s).",
+            "<dur>",
+            "Relay watchdog as h/m/s (default: --print-timeout plus 60s).",
         )
         return tuple(watchdog if f.name == "--timeout" else f for f in super().flag_table())
 

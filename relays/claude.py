@@ -18,7 +18,6 @@ from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import (
     SESSION,
-    Flag,
     Usage,
     check_choice,
     check_exclusive,
@@ -110,19 +109,18 @@ class Claude(Adapter):
     stderr_file = True
     path_fields = ("brief", "events", "final", "stderr", ("settingsPath", PROFILE))
     flags = (
-        Flag(
-            "--effort",
-            "effort",
-            metavar="<level>",
-            flags=("effort",),
-            help="low | medium | high | xhigh | max | ultracode",
+        value_flag(
+            "--effort", "effort", "<level>", "low | medium | high | xhigh | max | ultracode"
         ),
-        Flag("--max-turns", "maxTurns", metavar="<n>", help="Positive limit on agentic turns."),
-        Flag(
+        value_flag(
+            "--max-turns", "maxTurns", "<n>", "Positive limit on agentic turns.", flagged=False
+        ),
+        value_flag(
             "--max-budget-usd",
             "maxBudgetUsd",
-            metavar="<amount>",
-            help="Positive spend limit in USD.",
+            "<amount>",
+            "Positive spend limit in USD.",
+            flagged=False,
         ),
         switch_flag(
             "--resume-last", "resumeLast", "Continue the most recent session (claude --continue)."

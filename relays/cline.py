@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import NOT_SCHEDULABLE, Flag, Usage, switch_flag, value_flag
+from delegate_skills.relay.options import NOT_SCHEDULABLE, Usage, switch_flag, value_flag
 
 #: The positional prompt: Cline joins it with the piped brief.
 STDIN_PROMPT = "Follow the task instructions provided on stdin."
@@ -66,17 +66,19 @@ class Cline(Adapter):
         switch_flag(
             "--plan", "planMode", "Plan mode (analysis, no edits); sent with --auto-approve false."
         ),
-        Flag(
+        value_flag(
             "--auto-approve",
             "autoApprove",
-            metavar="<bool>",
-            help="true or false (default: true, or false with --plan).",
+            "<bool>",
+            "true or false (default: true, or false with --plan).",
+            flagged=False,
         ),
-        Flag(
+        value_flag(
             "--session",
             "refusedSession",
-            metavar="<id>",
-            help="Refused: cline's headless JSON mode cannot resume a session.",
+            "<id>",
+            "Refused: cline's headless JSON mode cannot resume a session.",
+            flagged=False,
         ),
         switch_flag("--resume-last", "refusedResumeLast", "Refused, for the same reason."),
     )

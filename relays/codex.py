@@ -63,11 +63,12 @@ class Codex(Adapter):
             "resumeLast",
             "Continue the most recent Codex session (send only the delta).",
         ),
-        Flag(
+        value_flag(
             "--session",
             "session",
-            metavar="<id>",
-            help="Continue the Codex session with this thread id.",
+            "<id>",
+            "Continue the Codex session with this thread id.",
+            flagged=False,
         ),
         *clean_env_flags("Codex"),
         switch_flag(

@@ -23,7 +23,6 @@ from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import (
     SESSION,
-    Flag,
     Usage,
     check_exclusive,
     check_model,
@@ -214,17 +213,19 @@ class CommandCode(Adapter):
             "toolsAll",
             "Also pass --tools-all (write runs only; it does not lift the write gate).",
         ),
-        Flag(
+        value_flag(
             "--max-turns",
             "maxTurns",
-            metavar="<n>",
-            help="Turn cap, 1-99999 (cmd's default: 100; cmd exits 8 when it hits the cap).",
+            "<n>",
+            "Turn cap, 1-99999 (cmd's default: 100; cmd exits 8 when it hits the cap).",
+            flagged=False,
         ),
-        Flag(
+        value_flag(
             "--session",
             "session",
-            metavar="<id>",
-            help="Continue this session (cmd --resume <id>); not with --continue-last.",
+            "<id>",
+            "Continue this session (cmd --resume <id>); not with --continue-last.",
+            flagged=False,
         ),
         switch_flag(
             "--continue-last",

@@ -76,7 +76,9 @@ class Grok(Adapter):
     path_fields = ("brief", "events", "final")
     flags = (
         value_flag("--effort", "effort", "<level>", "Reasoning effort (grok --effort)."),
-        Flag("--max-turns", "maxTurns", metavar="<n>", help="Positive limit on agent turns."),
+        value_flag(
+            "--max-turns", "maxTurns", "<n>", "Positive limit on agent turns.", flagged=False
+        ),
         Flag(
             "--read-only",
             sets={"autonomy": "read-only"},
@@ -94,7 +96,9 @@ class Grok(Adapter):
         switch_flag(
             "--resume-last", "resumeLast", "Continue the most recent session (grok --continue)."
         ),
-        Flag("--session", "session", metavar="<id>", help="Resume this session (grok --resume)."),
+        value_flag(
+            "--session", "session", "<id>", "Resume this session (grok --resume).", flagged=False
+        ),
     )
 
     def defaults(self) -> dict:

@@ -172,7 +172,9 @@ class OpenCode(Adapter):
         switch_flag(
             "--resume-last", "resumeLast", "Continue the most recent session (--continue)."
         ),
-        Flag("--session", "session", metavar="<id>", help="Continue this session id (ses_…)."),
+        value_flag(
+            "--session", "session", "<id>", "Continue this session id (ses_…).", flagged=False
+        ),
         switch_flag("--pure", "pure", "Run without external plugins."),
     )
 

@@ -11,7 +11,7 @@ run even when pi exits 0.
 from __future__ import annotations
 
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
+from delegate_skills.relay.options import Usage, check_exclusive, switch_flag, value_flag
 from delegate_skills.relay.parts import (
     AgentEventsAdapter,
     AgentState,
@@ -45,7 +45,7 @@ class Pi(AgentEventsAdapter):
     path_fields = ("brief", "final", "events", "stderr")
     flags = (
         value_flag("--provider", "provider", "<name>", "Provider to pick --model from."),
-        Flag("--session", "session", metavar="<id>", help="Resume this session id."),
+        value_flag("--session", "session", "<id>", "Resume this session id.", flagged=False),
         switch_flag(
             "--resume-last",
             "resumeLast",

@@ -19,7 +19,6 @@ from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import (
     SESSION,
-    Flag,
     Usage,
     check_exclusive,
     check_token,
@@ -94,17 +93,19 @@ class Qoder(ArgvBriefAdapter):
     too_big = TOO_BIG
     argv_brief_where = "qodercli's argv"
     flags = (
-        Flag(
+        value_flag(
             "--context-window",
             "contextWindow",
-            metavar="<n>",
-            help="Context window size for models that support one.",
+            "<n>",
+            "Context window size for models that support one.",
+            flagged=False,
         ),
-        Flag(
+        value_flag(
             "--resume",
             "resume",
-            metavar="<id>",
-            help="Continue this qodercli session id (--resume <id>).",
+            "<id>",
+            "Continue this qodercli session id (--resume <id>).",
+            flagged=False,
         ),
         switch_flag("--resume-last", "resumeLast", "Continue the most recent session (-c)."),
         add_dir_flag("Extra workspace directory (repeatable; relative to --cd)."),

@@ -14,7 +14,14 @@ import re
 
 from delegate_skills.jsjson import js_number
 from delegate_skills.relay.adapter import Adapter, State
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, timeout_ms
+from delegate_skills.relay.options import (
+    Flag,
+    Usage,
+    check_exclusive,
+    switch_flag,
+    timeout_ms,
+    value_flag,
+)
 from delegate_skills.relay.parts import check_argv_brief, resume_lines, text_blocks
 
 WRITE_AGENT = "accept-edits"
@@ -82,10 +89,14 @@ class Vibe(Adapter):
     brief_via = "argv"
     path_fields = ("brief", "final", "events", "stderr")
     flags = (
-        Flag("--max-turns", "maxTurns", metavar="<n>", help="Stop after n turns (vibe exits 3)."),
-        Flag("--max-price", "maxPrice", metavar="<usd>", help="Stop at this cost in USD."),
-        Flag("--max-tokens", "maxTokens", metavar="<n>", help="Stop at this many tokens."),
-        Flag("--session", "session", metavar="<id>", help="Resume this session (vibe --resume)."),
+        value_flag(
+            "--max-turns", "maxTurns", "<n>", "Stop after n turns (vibe exits 3).", flagged=False
+        ),
+        value_flag("--max-price", "maxPrice", "<usd>", "Stop at this cost in USD.", flagged=False),
+        value_flag("--max-tokens", "maxTokens", "<n>", "Stop at this many tokens.", flagged=False),
+        value_flag(
+            "--session", "session", "<id>", "Resume this session (vibe --resume).", flagged=False
+        ),
         switch_flag(
             "--resume-last", "resumeLast", "Continue the most recent session (vibe --continue)."
         ),

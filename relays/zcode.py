@@ -150,17 +150,19 @@ class Zcode(Adapter):
         switch_flag(
             "--resume-last", "resumeLast", "Continue the latest ZCode session for --cd (zcode -c)."
         ),
-        Flag(
+        value_flag(
             "--session",
             "session",
-            metavar="<id>",
-            help="Continue this ZCode session (sess_…); not with --resume-last.",
+            "<id>",
+            "Continue this ZCode session (sess_…); not with --resume-last.",
+            flagged=False,
         ),
-        Flag(
+        value_flag(
             "--zcode-path",
             "zcodePath",
-            metavar="<file>",
-            help="The ZCode CLI to run (a binary, a shim or a .cjs bundle).",
+            "<file>",
+            "The ZCode CLI to run (a binary, a shim or a .cjs bundle).",
+            flagged=False,
         ),
     )
 

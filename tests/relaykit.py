@@ -162,3 +162,10 @@ def elapsed(start: float) -> float:
 
 
 __all__ = ["RELAYS", "ROOT", "Bench", "pytest"]
+
+
+def argv_of(bench: Bench, *flags: str, **kw) -> list[str]:
+    """The argv the implementer got from a relay run that must succeed."""
+    run = bench.relay(*flags, **kw)
+    assert run.code == 0, run
+    return bench.fake.calls("run")[-1]["argv"]

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 from conftest import commit_all, fleet_doc, git, make_repo, write_json
-from relaykit import BRIEF, Bench, adapter, finish, read_pid
+from relaykit import BRIEF, Bench, adapter, argv_of, finish, read_pid
 
 from delegate_skills.relay.engine import Relay
 
@@ -26,12 +26,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "agy")
     bench.script({"actions": [{"stdout": "fake agy analysis completed\n"}]})
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def tail(bench, print_timeout: str = "30m") -> list[str]:

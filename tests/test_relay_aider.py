@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import commit_all, fleet_doc, git, write_json
-from relaykit import Bench, adapter
+from relaykit import Bench, adapter, argv_of
 
 #: Always sent, in this order; the commit switches above all must never go.
 PINS = [
@@ -28,12 +28,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "aider")
     bench.script({"actions": [{"stdout": "Applied the edit.\n"}]})
     return bench
-
-
-def argv_of(bench, *flags, **kw) -> list[str]:
-    run = bench.relay(*flags, **kw)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def message_file(bench) -> list[str]:

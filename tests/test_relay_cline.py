@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 PROMPT = "Follow the task instructions provided on stdin."
 HEAD = ["--json", "-v", "--auto-approve"]
@@ -72,12 +72,6 @@ def test_default_run(bench):
     assert result["clineVersion"] == "fake-cli 0.0.0"
     assert "readOnlyViolation" not in result
     assert "model: fake-model (provider: fake)" in run.out
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def test_brief_reaches_cline_through_a_real_pipe(bench):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 
 @pytest.fixture
@@ -14,13 +14,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "codex")
     bench.script({}, env_keys=["HOME", "PATH", "SMOKE_PROVIDER_TOKEN", "SMOKE_SECRET_TOKEN"])
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    calls = bench.fake.calls("run")
-    return calls[-1]["argv"]
 
 
 def final(bench) -> str:

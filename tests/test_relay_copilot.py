@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 HEAD = ["--output-format", "json", "--no-color", "--stream", "off"]
 DIRECTIVE = (
@@ -55,12 +55,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "copilot")
     bench.script({"actions": [{"stdout": SUCCESS}]})
     return bench
-
-
-def argv_of(bench, *flags, env=None) -> list[str]:
-    run = bench.relay(*flags, env=env)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def brief(bench) -> str:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 HEAD = ["--print", "--output-format", "stream-json", "--trust"]
 MODEL = "claude-opus-4-8[context=1m,effort=high,fast=false]"
@@ -69,12 +69,6 @@ def test_default_run(bench):
     assert result["finalMessage"] == "fake cursor completed"
     assert "readOnlyViolation" not in result
     assert f"model: {MODEL}  ·  permission mode: default" in run.out
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def test_reference_success_argv_with_spaces(tmp_path, home):

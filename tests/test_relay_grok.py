@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 
 @pytest.fixture
@@ -14,12 +14,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "grok")
     bench.script({})
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def head(bench) -> list[str]:

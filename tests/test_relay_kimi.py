@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 from delegate_skills.relay.main import load_adapter
 from delegate_skills.relay.options import Usage
@@ -36,12 +36,6 @@ def test_default_run(bench):
     assert (result["status"], result["exitCode"], result["resumed"]) == ("completed", 0, False)
     assert result["sessionId"] is None
     assert "permission mode: auto" in run.out
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 @pytest.mark.parametrize(

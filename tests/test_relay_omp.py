@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 HEAD = ["--mode", "json"]
 UNTRUSTED = ["--no-extensions", "--no-skills", "--no-rules"]
@@ -45,12 +45,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "omp")
     bench.script({"actions": [{"stdout": SUCCESS}]})
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def test_default_argv_stdin_and_cwd(bench):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 
 @pytest.fixture
@@ -22,12 +22,6 @@ def bench(tmp_path, home):
         ],
     )
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 HEAD = ["run", "--format", "json"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import BRIEF, Bench
+from relaykit import BRIEF, Bench, argv_of
 
 
 @pytest.fixture
@@ -14,12 +14,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "pi")
     bench.script({})
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def events(*items: dict) -> str:

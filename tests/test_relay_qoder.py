@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench
+from relaykit import Bench, argv_of
 
 BRIEF = "smoke brief: run until killed.\n"
 HEAD = ["--output-format", "stream-json"]
@@ -96,12 +96,6 @@ def test_default_run(bench):
     assert "readOnlyViolation" not in result
     assert "session id (resume with: --resume qs-1): qs-1" in run.out
     assert "--- qoder final report ---" in run.out
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def test_reference_success_argv(bench):

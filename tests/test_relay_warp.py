@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import BRIEF, Bench, adapter
+from relaykit import BRIEF, Bench, adapter, argv_of
 
 from delegate_skills.relay.engine import Relay
 from delegate_skills.relay.options import Usage
@@ -30,12 +30,6 @@ def bench(tmp_path, home):
     bench = Bench(tmp_path, "warp")
     bench.script({}, env_keys=["WARP_API_KEY"])
     return bench
-
-
-def argv_of(bench, *flags) -> list[str]:
-    run = bench.relay(*flags)
-    assert run.code == 0, run
-    return bench.fake.calls("run")[-1]["argv"]
 
 
 def test_default_argv_brief_is_the_prompt_value(bench):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from test_skills_kit import PYTHON, Machine
+from skillskit import PYTHON, Machine
 
 from delegate_skills.skillsmgr import bundle
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_skills_kit import BUNDLE, Machine, bundled_revision, one_error_line
+from skillskit import BUNDLE, Machine, bundled_revision, one_error_line
 
 from delegate_skills import jsjson
 from delegate_skills.skillsmgr import bundle

@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from test_skills_kit import Machine, one_error_line
+from skillskit import Machine, one_error_line
 
 from delegate_skills import jsjson
 from delegate_skills.skillsmgr import files, state

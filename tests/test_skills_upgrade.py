@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_repo
-from test_skills_kit import BUNDLE
+from skillskit import BUNDLE
 
 from delegate_skills import skills_cli, skillsmgr
 from delegate_skills.skillsmgr import bundle

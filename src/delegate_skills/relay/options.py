@@ -66,35 +66,36 @@ def switch_flag(name: str, dest: str, help: str, *, flagged: bool = False) -> Fl
 
 
 COMMON_FLAGS = (
-    Flag(
+    value_flag(
         "--brief",
         "brief",
-        metavar="<file>",
-        help="Brief file. Without it the brief is read from stdin.",
+        "<file>",
+        "Brief file. Without it the brief is read from stdin.",
+        flagged=False,
     ),
-    Flag(
-        "--cd", "cd", metavar="<dir>", help="Working directory for the implementer (default: here)."
+    value_flag(
+        "--cd",
+        "cd",
+        "<dir>",
+        "Working directory for the implementer (default: here).",
+        flagged=False,
     ),
-    Flag(
+    value_flag(
         "--lane",
         "lane",
-        metavar="<name>",
-        help="Fleet lane: its dials apply, explicit flags win.",
+        "<name>",
+        "Fleet lane: its dials apply, explicit flags win.",
+        flagged=False,
     ),
 )
 TAIL_FLAGS = (
-    Flag(
-        "--timeout",
-        "timeout",
-        metavar="<dur>",
-        flags=("timeout",),
-        help="Relay watchdog as h/m/s (30m, 90s, 1h30m).",
-    ),
-    Flag(
+    value_flag("--timeout", "timeout", "<dur>", "Relay watchdog as h/m/s (30m, 90s, 1h30m)."),
+    value_flag(
         "--out-dir",
         "outDir",
-        metavar="<dir>",
-        help="Artifact directory (default: a new one under the system temp dir).",
+        "<dir>",
+        "Artifact directory (default: a new one under the system temp dir).",
+        flagged=False,
     ),
 )
 MODEL_FLAG = value_flag("--model", "model", "<name>", "Model for this run.")

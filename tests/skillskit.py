@@ -1,7 +1,4 @@
-"""Helpers for the `delegate skills` tests: an isolated machine, its project, its commands.
-
-Named like a test module so it sits with the tests it serves; it holds no tests.
-"""
+"""Helpers for the `delegate skills` tests: an isolated machine, its project, its commands."""
 
 from __future__ import annotations
 
@@ -11,25 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import Result
+
 from delegate_skills.skillsmgr import bundle
 
 PYTHON = sys.executable
 BUNDLE = bundle.bundle_dir()
 LOCK = Path(".agents") / "delegate-skills.lock.json"
 _DROPPED = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "CLAUDE_CONFIG_DIR", "DELEGATE_SKILLS_HOME")
-
-
-class Run:
-    def __init__(self, done: subprocess.CompletedProcess) -> None:
-        self.code = done.returncode
-        self.out = done.stdout
-        self.err = done.stderr
-
-    def json(self):
-        return json.loads(self.out)
-
-    def __repr__(self) -> str:
-        return f"Run(code={self.code}, out={self.out!r}, err={self.err!r})"
 
 
 class Machine:
@@ -58,7 +44,7 @@ class Machine:
     def lock(self) -> Path:
         return self.project / LOCK
 
-    def skills(self, *args: str, cwd: Path | None = None) -> Run:
+    def skills(self, *args: str, cwd: Path | None = None) -> Result:
         umask = self.umask
 
         def before() -> None:
@@ -75,9 +61,9 @@ class Machine:
             preexec_fn=before if umask is not None else None,
             check=False,
         )
-        return Run(done)
+        return Result(done)
 
-    def ok(self, *args: str, cwd: Path | None = None) -> Run:
+    def ok(self, *args: str, cwd: Path | None = None) -> Result:
         result = self.skills(*args, cwd=cwd)
         assert result.code == 0, result
         return result
@@ -90,7 +76,7 @@ def bundled_revision(skill: str) -> str:
     return bundle.revision(BUNDLE / skill)
 
 
-def one_error_line(result: Run) -> str:
+def one_error_line(result: Result) -> str:
     """The single `delegate: …` line a user error ends with (and no traceback)."""
     assert result.code == 2, result
     lines = result.err.splitlines()
