@@ -106,7 +106,10 @@ class Agy(Adapter):
     tool = "agy"
     watchdog_default = "--print-timeout plus 60s grace (31m with the default 30m)"
     version_field = "agyVersion"
-    install_hint = "Install the Antigravity CLI and complete first-launch setup."
+    install_hint = "Install the Antigravity CLI, then start it once to finish its setup."
+    session_field = "conversationId"
+    write_access = "Antigravity's permissions; prompts are auto-denied"
+    read_only_route = "`--read-only`: plan mode"
     about = (
         "Hands a brief to the Antigravity CLI as `agy --print=<brief>` and records its\n"
         "plain-text report (stdout, copied to stdout.txt) and its log (agy.log, for\n"

@@ -162,7 +162,10 @@ class Aider(Adapter):
     label = "aider"
     tool = "aider"
     version_field = "aiderVersion"
-    install_hint = "Install Aider (https://aider.chat/docs/install.html) and configure a model."
+    install_hint = "Get Aider (https://aider.chat/docs/install.html) and give it a model and key."
+    session_field = ""
+    write_access = "edits applied; aider's own commits always off"
+    read_only_route = "`--read-only`: `aider --dry-run`, history kept in the run dir"
     about = (
         "Hands a brief to Aider (`aider --message-file <run dir>/brief.txt`); aider's\n"
         "plain-text stdout is the report. Aider's own commits are always off\n"

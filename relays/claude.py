@@ -97,14 +97,17 @@ class Claude(Adapter):
     label = "claude"
     tool = "claude"
     version_field = "claudeVersion"
-    install_hint = "Install Claude Code and run `claude auth login`."
+    install_hint = "Get Claude Code, then sign in: `claude auth login`."
+    write_access = "acceptEdits; Read, Glob, Grep, Edit, Write and Bash in Claude's shell sandbox"
+    read_only_route = "`--read-only`: plan mode; Read, Glob and Grep are its only tools"
     about = (
         "Hands a brief to a separate Claude Code process (`claude -p`) on stdin and\n"
         "records its stream-json output. Write runs use acceptEdits with Read, Glob,\n"
         "Grep, Edit, Write and Bash, inside Claude's required shell sandbox; a\n"
         "profile.json denies direct `git commit`, `git push` and nested `claude`\n"
-        "(speed bumps, not a boundary). --read-only runs in plan mode with Read,\n"
-        "Glob and Grep only. CLAUDECODE is removed from the child's environment."
+        "(speed bumps, not a boundary). A --read-only run is in plan mode, and its\n"
+        "only tools are Read, Glob and Grep. CLAUDECODE is removed from the child's\n"
+        "environment."
     )
     stderr_file = True
     path_fields = ("brief", "events", "final", "stderr", ("settingsPath", PROFILE))
@@ -133,7 +136,7 @@ class Claude(Adapter):
             flagged=False,
         ),
         switch_flag(
-            "--read-only", "readOnly", "Plan mode with Read, Glob and Grep only.", flagged=True
+            "--read-only", "readOnly", "Plan mode; Read, Glob and Grep only.", flagged=True
         ),
         switch_flag(
             "--dangerously-skip-permissions",

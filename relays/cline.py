@@ -49,7 +49,10 @@ class Cline(Adapter):
     label = "cline"
     tool = "cline"
     version_field = "clineVersion"
-    install_hint = "Install or add it to PATH, then re-dispatch."
+    install_hint = "Get the Cline CLI (npm i -g cline) or put it on PATH, then dispatch again."
+    resumable = False
+    write_access = "act mode, `--auto-approve true`"
+    read_only_route = "`--plan`: plan mode with `--auto-approve false`"
     about = (
         "Hands a brief to the Cline CLI (`cline --json`) through a pipe on stdin and\n"
         "records its NDJSON run events. Act mode with --auto-approve true edits\n"
@@ -62,7 +65,7 @@ class Cline(Adapter):
     stderr_file = True
     path_fields = ("brief", "final", "events", "stderr")
     flags = (
-        value_flag("--provider", "provider", "<name>", "Cline provider id (default: Cline's own)."),
+        value_flag("--provider", "provider", "<name>", "Cline's provider id (else its default)."),
         switch_flag(
             "--plan", "planMode", "Plan mode (analysis, no edits); sent with --auto-approve false."
         ),

@@ -29,10 +29,13 @@ class Codex(Adapter):
     display = "Codex"
     label = "codex"
     version_field = "codexVersion"
-    install_hint = "Install it (npm i -g @openai/codex) and run `codex login`."
+    install_hint = "Get it with `npm i -g @openai/codex`, then sign in: `codex login`."
+    session_field = "threadId"
+    write_access = "sandbox `workspace-write`"
+    read_only_route = "`--read-only`: sandbox `read-only`"
     about = (
-        "Hands a brief to the OpenAI Codex CLI (`codex exec`) on stdin and records the\n"
-        "run. Codex's sandbox decides what it may touch: workspace-write by default,\n"
+        "Runs `codex exec`, OpenAI's Codex CLI, with the brief piped to its stdin, and\n"
+        "records the run. Codex's sandbox decides what it may touch: workspace-write by default,\n"
         "read-only for review (--read-only), danger-full-access only when asked."
     )
     child_writes_final = True
@@ -61,7 +64,7 @@ class Codex(Adapter):
         switch_flag(
             "--resume-last",
             "resumeLast",
-            "Continue the most recent Codex session (send only the delta).",
+            "Resume Codex's latest session; brief it with only what changed.",
         ),
         value_flag(
             "--session",

@@ -189,12 +189,16 @@ class CommandCode(Adapter):
     report_name = "Command Code"
     version_field = "commandCodeVersion"
     parser = "text"
-    install_hint = "Install Command Code, run `cmd login`, or point COMMANDCODE_BIN at the binary."
+    install_hint = (
+        "Get Command Code and sign in with `cmd login`, or name the binary in COMMANDCODE_BIN."
+    )
+    write_access = "`cmd --yolo`: every tool, no sandbox"
+    read_only_route = "`--read-only`: `cmd --permission-mode plan` without yolo"
     about = (
         "Runs the Command Code CLI headless (`cmd -p --output-format json`) with the\n"
         "brief on stdin. Headless cmd has two states: write runs get --yolo (every tool,\n"
-        "no sandbox); --read-only leaves --yolo out, so the write, edit and shell tools\n"
-        "stay withheld, adds --permission-mode plan, and is checked by the tripwire.\n"
+        "no sandbox); --read-only drops --yolo, which keeps cmd's write, edit and shell\n"
+        "tools out of reach, adds --permission-mode plan, and is checked by the tripwire.\n"
         "$COMMANDCODE_BIN names the binary (default: cmd on PATH). An explicit --out-dir\n"
         "holding relay artifacts is used only when its result.json is a relay result."
     )
@@ -205,13 +209,13 @@ class CommandCode(Adapter):
         switch_flag(
             "--read-only",
             "readOnly",
-            "No --yolo, plus --permission-mode plan: write, edit and shell stay withheld.",
+            "No --yolo, plus --permission-mode plan: no write, edit or shell tools.",
             flagged=True,
         ),
         switch_flag(
             "--tools-all",
             "toolsAll",
-            "Also pass --tools-all (write runs only; it does not lift the write gate).",
+            "Also pass --tools-all (write runs only; a read-only run stays read-only).",
         ),
         value_flag(
             "--max-turns",

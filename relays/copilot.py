@@ -68,10 +68,12 @@ class Copilot(Adapter):
     label = "copilot"
     tool = "copilot"
     version_field = "copilotVersion"
-    install_hint = "Install with `npm install -g @github/copilot` and run `copilot login`."
+    install_hint = "Get it with `npm install -g @github/copilot`, then sign in: `copilot login`."
+    write_access = "tool calls that need approval auto-denied unless `--allow-all-tools`"
+    read_only_route = "`--read-only`: plan mode"
     about = (
-        "Hands a brief to the GitHub Copilot CLI (`copilot -p @<run dir>/brief.txt`)\n"
-        "and records its JSONL events. Copilot passes the reference on; the model\n"
+        "Runs GitHub's Copilot CLI as `copilot -p @<run dir>/brief.txt` and records\n"
+        "the JSONL events. Copilot passes the reference on; the model\n"
         "opens the file with its view tool, which may read under --cd and the temp\n"
         "dir (a run dir elsewhere is granted with --add-dir). Without\n"
         "--allow-all-tools a headless run auto-denies every tool call that needs\n"
@@ -81,6 +83,10 @@ class Copilot(Adapter):
     default_timeout = "30m"
     timeout_message = NOT_SCHEDULABLE
     brief_via = "argv"
+    brief_route = (
+        "The relay writes it into the run directory and passes copilot a reference "
+        "to that file (`copilot -p @<run dir>/brief.txt`); the model opens it with its view tool."
+    )
     parser = "lines"
     stderr_file = True
     path_fields = ("brief", "final", "events", "stderr")

@@ -52,10 +52,12 @@ class Cursor(Adapter):
     label = "cursor-agent"
     tool = "cursor-agent"
     version_field = "cursorAgentVersion"
-    install_hint = "Install the Cursor CLI (https://cursor.com/cli) and run `cursor-agent login`."
+    install_hint = "Get Cursor's CLI (https://cursor.com/cli), then sign in: `cursor-agent login`."
+    write_access = "`--force`"
+    read_only_route = "`--read-only`: plan mode"
     about = (
-        "Hands a brief to the Cursor Agent CLI (`cursor-agent --print`) on stdin and\n"
-        "records its stream-json events. Write runs pass --force (turn it off with\n"
+        "Runs `cursor-agent --print` (Cursor's agent CLI) with the brief piped to its\n"
+        "stdin, and records the stream-json events. Write runs pass --force (turn it off with\n"
         "--no-force); --read-only runs in Cursor's plan mode instead. --sandbox\n"
         "enabled|disabled is chosen per dispatch."
     )

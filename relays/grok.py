@@ -62,7 +62,9 @@ class Grok(Adapter):
     label = "grok"
     tool = "grok"
     version_field = "grokVersion"
-    install_hint = "Install it with `npm i -g @xai-official/grok` and run `grok login`."
+    install_hint = "Get it with `npm i -g @xai-official/grok`, then sign in: `grok login`."
+    write_access = "workspace sandbox, tool calls approved"
+    read_only_route = "`--read-only`: read-only sandbox and plan mode (best-effort)"
     about = (
         "Hands a brief to the Grok CLI through --prompt-file and records its\n"
         "streaming-json events. Default autonomy is workspace-write (grok's workspace\n"

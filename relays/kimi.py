@@ -50,7 +50,8 @@ class Kimi(ArgvBriefAdapter):
     label = "kimi"
     tool = "kimi"
     version_field = "kimiVersion"
-    install_hint = "Install Kimi Code and run `kimi login`."
+    install_hint = "Get Kimi Code, then sign in: `kimi login`."
+    write_access = "auto permission mode, always"
     about = (
         "Hands a brief to the Kimi Code CLI as `kimi --prompt=<brief>` and records its\n"
         "stream-json messages. Headless --prompt runs always use Kimi's auto\n"

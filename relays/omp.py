@@ -31,12 +31,14 @@ class Omp(AgentEventsAdapter):
     tool = "omp"
     version_field = "ompVersion"
     install_hint = (
-        "Install with `bun install -g @oh-my-pi/pi-coding-agent`, then authenticate "
-        "(`/login`, or an API-key environment variable)."
+        "Get it with `bun install -g @oh-my-pi/pi-coding-agent`, then sign in from "
+        "inside omp (`/login`) or export a provider's API key."
     )
+    write_access = "`omp --yolo` (approval mode yolo)"
+    read_only_route = "`--read-only`: read, grep and glob tools"
     about = (
-        "Hands a brief to Oh My Pi (`omp --mode json`) on stdin and records its JSON\n"
-        "event stream. Write runs use approval mode yolo (--yolo); --read-only gives\n"
+        "Runs Oh My Pi as `omp --mode json` with the brief piped to its stdin, and\n"
+        "records the JSON events. Write runs use approval mode yolo (--yolo); --read-only gives\n"
         "omp only the read, grep and glob tools. The project's own .omp extensions,\n"
         "skills and rules are switched off unless --approve trusts them. To see which\n"
         "models --provider/--model can name, run `omp models` (there is no\n"

@@ -143,10 +143,12 @@ class OpenCode(Adapter):
     label = "opencode"
     tool = "opencode"
     version_field = "opencodeVersion"
-    install_hint = "Install it (npm i -g opencode-ai) and run `opencode auth login`."
+    install_hint = "Get it with `npm i -g opencode-ai`, then sign in: `opencode auth login`."
+    write_access = "build agent with `--auto`"
+    read_only_route = "`--read-only`: plan agent, edits and shell denied"
     about = (
-        "Hands a brief to the OpenCode CLI (`opencode run`) on stdin and records its\n"
-        "JSON events. Autonomy follows the agent: build (default) edits headlessly\n"
+        "Runs `opencode run` with the brief piped to its stdin, and records the JSON\n"
+        "events. Autonomy follows the agent: build (default) edits headlessly\n"
         "with --auto; plan (--read-only) gets no --auto and runs with edits and the\n"
         "shell denied. A fresh run needs --model provider/model."
     )

@@ -1,6 +1,6 @@
 """Pi (`pi --mode json`): brief on stdin, JSON events, full local tools.
 
-Pi has no sandbox and no permission modes: a write run gets every built-in
+Pi offers neither a sandbox nor permission modes: a write run gets every built-in
 tool with the user's own rights. Read-only is a tool set (`read,grep,find,ls`),
 not a boundary; the relay reports the git tripwire for it. Project-local pi
 files (settings, extensions, skills) stay untrusted (`--no-approve`) unless
@@ -29,15 +29,17 @@ class Pi(AgentEventsAdapter):
     tool = "pi"
     version_field = "piVersion"
     install_hint = (
-        "Install with `npm install -g @earendil-works/pi-coding-agent`, then authenticate "
-        "(`/login`, or an API-key environment variable)."
+        "Get it with `npm install -g @earendil-works/pi-coding-agent`, then sign in from "
+        "inside pi (`/login`) or export a provider's API key."
     )
+    write_access = "every built-in tool, no sandbox"
+    read_only_route = "`--read-only`: read, grep, find and ls tools (not a boundary)"
     about = (
         "Hands a brief to pi (`pi --mode json`) on stdin and records its JSON events.\n"
-        "Pi has no sandbox and no permission modes: a run has pi's full local tools\n"
+        "Pi offers neither a sandbox nor permission modes: a run has pi's full tools\n"
         "with your rights. --read-only narrows the tools to read,grep,find,ls (a tool\n"
         "set, not a boundary; readOnlyViolation reports what git saw). Project-local\n"
-        "pi settings, extensions and skills stay untrusted unless --approve. pi 1.x\n"
+        "pi settings, extensions and skills are ignored unless --approve. pi 1.x\n"
         "needs --model whenever --provider is given."
     )
     default_timeout = "30m"

@@ -79,9 +79,11 @@ class Qoder(ArgvBriefAdapter):
     report_name = "qoder"
     version_field = "qoderVersion"
     install_hint = (
-        "Install from https://docs.qoder.com/en/cli/quick-start, then run `qodercli login` "
-        "or set QODER_PERSONAL_ACCESS_TOKEN for automation."
+        "Install it (https://docs.qoder.com/en/cli/quick-start) and sign in with "
+        "`qodercli login`; unattended machines can export QODER_PERSONAL_ACCESS_TOKEN."
     )
+    write_access = "`--permission-mode auto`"
+    read_only_route = "`--read-only`: Read, Grep and Glob only, no MCP servers"
     about = (
         "Hands a brief to the Qoder CLI (`qodercli -p <brief>`) and records its\n"
         "stream-json events. Write runs use --permission-mode (auto by default;\n"

@@ -70,9 +70,9 @@ class Vibe(Adapter):
     label = "vibe"
     tool = "vibe"
     version_field = "vibeVersion"
-    install_hint = (
-        "Install `uv`, run `uv tool install mistral-vibe`, and configure MISTRAL_API_KEY."
-    )
+    install_hint = "Install it with `uv tool install mistral-vibe` and export MISTRAL_API_KEY."
+    write_access = "accept-edits agent; shell commands that need approval refused"
+    read_only_route = "`--plan-only`: the ask agent"
     about = (
         "Hands a brief to Mistral Vibe headlessly (`vibe --prompt=<brief> --output\n"
         "streaming --trust`) and records its JSON lines. The agent sets autonomy:\n"

@@ -64,18 +64,21 @@ class Warp(Adapter):
     tool = "oz"
     version_field = "ozVersion"
     install_hint = (
-        "Install the Warp Agent CLI (https://docs.warp.dev/cli/), then authenticate with "
-        "`oz login` (or set WARP_API_KEY on a headless host)."
+        "Get Warp's agent CLI (https://docs.warp.dev/cli/), then sign in with `oz login`; "
+        "a headless host can export WARP_API_KEY instead."
     )
+    session_field = "conversationId"
+    write_access = "edits and runs commands as you"
     about = (
-        "Runs the Warp Agent CLI (`oz agent run --output-format ndjson`) on a brief and\n"
-        "records its event stream. oz accepts a task only as --prompt, so the brief is\n"
+        "Runs `oz agent run --output-format ndjson` (Warp's agent CLI) on a brief and\n"
+        "records the event stream. oz accepts a task only as --prompt, so the brief is\n"
         "one argv value: it shows in the process list while the run lasts and is bound\n"
         "by the OS argument limit; keep secrets out of it. No shell is ever involved.\n"
-        "oz has no sandbox, permission mode or read-only run: it edits and runs commands\n"
-        "as you, so there is no --read-only here and a lane that sets readOnly, sandbox,\n"
-        "permissionMode, force, effort, variant or provider is refused. oz uploads an\n"
-        "end-of-run workspace snapshot unless --no-snapshot is given."
+        "oz offers neither a sandbox nor permission modes nor a read-only run; it edits\n"
+        "and runs commands as you, so there is no --read-only here and a lane that sets\n"
+        "readOnly, sandbox, permissionMode, force, effort, variant or provider is\n"
+        "refused. When the run\n"
+        "ends, oz uploads a snapshot of the workspace; --no-snapshot stops that."
     )
     default_timeout = "30m"
     timeout_message = NOT_A_DURATION
@@ -96,7 +99,7 @@ class Warp(Adapter):
             "--skill",
             "skill",
             "<spec>",
-            "Warp skill as the base prompt: name, repo:name or org/repo:name.",
+            "Base the prompt on a Warp skill (name, repo:name or org/repo:name).",
             flagged=False,
         ),
         Flag(

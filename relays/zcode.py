@@ -106,14 +106,16 @@ class Zcode(Adapter):
     report_name = "zcode"
     version_field = "zcodeVersion"
     install_hint = (
-        "ZCode ships its CLI inside the desktop app, so point at it with --zcode-path <file> "
-        "or ZCODE_CLI, put a `zcode` shim on PATH, or install the ZCode desktop app."
+        "The ZCode CLI comes bundled with the desktop app: install the app, or name the CLI "
+        "with --zcode-path <file> or ZCODE_CLI, or put a `zcode` shim on PATH."
     )
+    write_access = "mode `yolo`"
+    read_only_route = "`--read-only`: mode `plan`"
     about = (
-        "Runs the Z.AI ZCode CLI on a brief. ZCode reads no stdin, so the brief is saved\n"
+        "Runs the Z.AI ZCode CLI on a brief. ZCode ignores stdin, so the brief is saved\n"
         "as brief.md and attached (--attach) with a one-line prompt; it never appears\n"
         "on the command line. The CLI is found by --zcode-path, $ZCODE_CLI, `zcode` on\n"
-        "PATH, then the desktop app's bundled zcode.cjs (run with node); result.json\n"
+        "PATH, then the zcode.cjs inside the desktop app (run with node); result.json\n"
         "records which (zcodeSource). Modes: yolo (default) writes; plan (--read-only)\n"
         "only reads and is checked by the tripwire. build and edit are refused: headless,\n"
         "they block every write yet exit 0. The model and API key come from ZCode's own\n"
@@ -148,7 +150,7 @@ class Zcode(Adapter):
             'Tools ZCode must not offer, comma or space separated ("Write,Edit,Bash").',
         ),
         switch_flag(
-            "--resume-last", "resumeLast", "Continue the latest ZCode session for --cd (zcode -c)."
+            "--resume-last", "resumeLast", "Resume the newest ZCode session of --cd (zcode -c)."
         ),
         value_flag(
             "--session",

@@ -203,9 +203,9 @@ def test_thread_id_and_final_report(bench):
 def test_help_explains_clean_env_limits(bench):
     out = bench.relay("--help").out
     for phrase in (
-        "does not protect files or other",
-        "same-user secrets",
-        "environment-backed auth",
+        "narrows the environment and nothing else",
+        "secrets your user can read stay readable",
+        "sign-ins kept in the environment",
     ):
         assert phrase in " ".join(out.split())
 

@@ -245,8 +245,8 @@ def test_a_missing_commandcode_bin_is_unavailable(bench):
     assert run.code == 127, run
     assert run.result["status"] == "commandcode_unavailable"
     assert run.err == (
-        f"relay: `{missing}` not found on PATH. Install Command Code, run `cmd login`, "
-        "or point COMMANDCODE_BIN at the binary.\n"
+        f"relay: `{missing}` not found on PATH. Get Command Code and sign in with "
+        "`cmd login`, or name the binary in COMMANDCODE_BIN.\n"
     )
 
 

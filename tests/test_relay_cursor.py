@@ -188,8 +188,8 @@ def test_missing_binary_is_cursor_agent_unavailable(bench):
     assert run.code == 127
     assert run.result["status"] == "cursor_agent_unavailable"
     assert run.err == (
-        "relay: `cursor-agent` not found on PATH. Install the Cursor CLI "
-        "(https://cursor.com/cli) and run `cursor-agent login`.\n"
+        "relay: `cursor-agent` not found on PATH. Get Cursor's CLI "
+        "(https://cursor.com/cli), then sign in: `cursor-agent login`.\n"
     )
 
 

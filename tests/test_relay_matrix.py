@@ -274,6 +274,9 @@ def test_touched_files(tmp_path, key):
     bench.script({"actions": [{"write": ["edited.txt", "x"]}]})
     run = bench.relay()
     assert run.result["touchedFiles"] == ["?? edited.txt"]
+    # The skill texts name this field as the id to resume with.
+    session_field = adapter(key).session_field
+    assert not session_field or session_field in run.result
     bench.script({})
     (bench.work / "edited.txt").unlink()
     assert bench.relay().result["touchedFiles"] == []

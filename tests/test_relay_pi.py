@@ -232,7 +232,7 @@ def test_read_only_write_trips_the_wire(bench):
 
 def test_help_says_there_is_no_sandbox(bench):
     out = " ".join(bench.relay("--help").out.split())
-    assert "no sandbox and no permission modes" in out
+    assert "neither a sandbox nor permission modes" in out
     assert "needs --model whenever --provider is given" in out
 
 

@@ -39,6 +39,11 @@ def read_template(*parts: str) -> str:
         return handle.read()
 
 
+def product(adapter) -> str:
+    """The implementer's product name for prose: "Cline", "Oh My Pi", "Warp"."""
+    return adapter.impl.display.split(" (")[0]
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -66,16 +71,30 @@ def first_flag(adapter, names: tuple[str, ...]) -> str | None:
     return next((name for name in names if name in present), None)
 
 
-def resume_hint(adapter) -> str:
-    session, last = first_flag(adapter, SESSION_FLAGS), first_flag(adapter, LAST_FLAGS)
+def resume_flags(adapter) -> tuple[str | None, str | None]:
+    """The relay's resume-by-id and resume-latest flags (None where it has none)."""
+    if not adapter.resumable:
+        return None, None
+    return first_flag(adapter, SESSION_FLAGS), first_flag(adapter, LAST_FLAGS)
+
+
+def followup(adapter) -> str:
+    """How to send a second pass, as the end of a sentence."""
+    session, last = resume_flags(adapter)
     if session and last:
-        return f" (`{session} <id>` with the id from the result, or `{last}`)"
-    if session:
-        return f" (`{session} <id>` with the id from the result)"
-    if last:
-        return f" (`{last}`)"
+        how = f"`{session} <id>` with the id from the result, or `{last}`"
+    elif session:
+        how = f"`{session} <id>` with the id from the result"
+    elif last:
+        how = f"`{last}`"
+    else:
+        return (
+            "write a complete new brief that says what the last run did and what is still "
+            f"wrong: {product(adapter)} runs cannot be resumed from the relay"
+        )
     return (
-        f"; {adapter.display} runs cannot be resumed from the relay, so write a complete new brief"
+        f"resume its session ({how}) with a short delta brief naming exactly what was "
+        "wrong and what to do now; restating the whole task invites a fresh start"
     )
 
 
@@ -83,17 +102,51 @@ def read_only_hint(adapter) -> str:
     flag = first_flag(adapter, READ_ONLY_FLAGS)
     if flag:
         return f"`{flag}` for a run that must not edit (review, diagnosis),"
-    return f"(no read-only mode: {adapter.display} has none the relay can rely on),"
+    return f"(no read-only mode: {product(adapter)} has none the relay can rely on),"
 
 
 def brief_route(adapter) -> str:
+    if adapter.brief_route:
+        return adapter.brief_route
     binary = f"`{adapter.binary}`"
     routes = {
         "stdin": f"The relay pipes it to {binary} on standard input.",
-        "argv": f"The relay passes it to {binary} as one command-line argument (no shell).",
+        "argv": (
+            f"The relay passes it to {binary} as one command-line argument (no shell), so "
+            "it shows in the process list while the run lasts and its size is capped: "
+            "keep secrets out of it."
+        ),
         "file": f"The relay writes it into the run directory and points {binary} at that file.",
     }
     return routes.get(adapter.brief_via, routes["file"])
+
+
+def read_only_line(adapter) -> str:
+    if adapter.read_only_route:
+        return adapter.read_only_route + "."
+    refusal = (
+        "refuses `--read-only`"
+        if "--read-only" in _flag_names(adapter)
+        else "offers no read-only switch"
+    )
+    return (
+        f"none. {product(adapter)} has no mode the relay could trust to keep it from "
+        f"writing, so the relay {refusal} and a lane with `readOnly` is refused."
+    )
+
+
+def tripwire(adapter) -> str:
+    if not adapter.read_only_route:
+        return _wrap(
+            "The relay reports what it saw: `touchedFiles` is `git status --porcelain` after "
+            "the run. Review the tree whatever it says."
+        )
+    return _wrap(
+        "The relay reports what it saw: `touchedFiles` is `git status --porcelain` after the "
+        "run, and a read-only run also gets `readOnlyViolation` (`true` a change git can see, "
+        "`false` nothing changed, `null` git could not tell). That is a tripwire, not a wall: "
+        "review the tree whatever it says."
+    )
 
 
 def dials_text(key: str) -> str:
@@ -122,24 +175,25 @@ def dials_text(key: str) -> str:
 
 
 def results_text(adapter) -> str:
-    state = adapter.new_state({**adapter.defaults(), "session": None, "model": None})
-    ids = list(adapter.id_fields(state)) or list(adapter.after_version_fields(state))[:1]
-    session_field = next((name for name in ids if "id" in name.lower()), None)
     lines = [
         "- `status`: `completed`, `failed`, `timeout`, `aborted`, or "
         f"`{adapter.unavailable_status}`.",
         "- exit code: 0 completed; 2 usage error (no result.json); 127 "
         f"`{adapter.binary}` not found; 124 its version check hung; 128+n a signal; "
-        f"otherwise {adapter.display}'s own code.",
+        f"otherwise {product(adapter)}'s own code.",
         f"- `{adapter.version_field}`: what `{adapter.probe_name({})}` printed.",
         "- `finalMessage`: the implementer's report; `touchedFiles`: `git status --porcelain` "
         "after the run (`null` when git cannot say); `stderrTail` and `error` when it did not "
         "succeed.",
     ]
-    if session_field:
-        resume = first_flag(adapter, SESSION_FLAGS)
-        how = f" (resume with `{resume} <id>`)" if resume else ""
-        lines.append(f"- `{session_field}`: the session to continue{how}.")
+    resume = resume_flags(adapter)[0]
+    if adapter.session_field and resume:
+        lines.append(f"- `{adapter.session_field}`: the session to continue (`{resume} <id>`).")
+    elif adapter.session_field:
+        lines.append(
+            f"- `{adapter.session_field}`: {product(adapter)}'s own session id, for reference "
+            "(the relay cannot resume it)."
+        )
     lines.append(
         f"- artifacts in the run directory: `{adapter.brief_name}`, "
         + _artifact_list(adapter)
@@ -174,7 +228,7 @@ def _wrap(text: str, width: int = 78) -> str:
 
 
 def description(adapter) -> str:
-    display, binary, key = adapter.display, adapter.binary, adapter.key
+    display, binary, key = product(adapter), adapter.binary, adapter.key
     text = (
         f"Hand a coding task to {display} (the `{binary}` CLI) as a separate implementer, wait "
         "for its structured result, then review the diff and commit it yourself. Use when the "
@@ -190,7 +244,7 @@ def compatibility(adapter) -> str:
     text = (
         f"Needs the `{adapter.binary}` CLI installed and signed in ({adapter.impl.login}), "
         "git, and Python 3.10+ with the delegate-skills package (python3 -m pip install "
-        "delegate-skills). The orchestrator must be able to run shell commands and read files."
+        "delegate-skills). The orchestrating agent needs a shell tool and file reads."
     )
     return _wrap(text).replace("\n", "\n  ")
 
@@ -199,16 +253,19 @@ def implementer_values(adapter) -> dict[str, str]:
     return {
         "skill": adapter.impl.skill,
         "key": adapter.key,
-        "display": adapter.display,
+        "display": product(adapter),
         "binary": adapter.binary,
         "version": __version__,
         "description": description(adapter),
         "compatibility": compatibility(adapter),
         "install": adapter.install_hint,
         "about": _wrap(_about(adapter)),
+        "write_access": adapter.write_access,
+        "read_only_line": read_only_line(adapter),
+        "tripwire": tripwire(adapter),
         "read_only_hint": read_only_hint(adapter),
         "default_timeout": adapter.default_timeout or "off",
-        "resume_hint": resume_hint(adapter),
+        "followup": followup(adapter),
         "flags_table": flags_table(adapter),
         "dials": dials_text(adapter.key),
         "results": results_text(adapter),
@@ -287,10 +344,9 @@ def readme_table(keys: list[str]) -> str:
     ]
     for key in keys:
         adapter = load_adapter(key)
-        read_only = getattr(adapter, "read_only_route", "") or "none"
-        access = getattr(adapter, "write_access", "") or "—"
-        session, last = first_flag(adapter, SESSION_FLAGS), first_flag(adapter, LAST_FLAGS)
-        resume = ", ".join(f"`{f}`" for f in (session, last) if f) or "none"
-        cells = [adapter.impl.skill, adapter.display, f"`{adapter.binary}`", _cell(access)]
+        read_only = adapter.read_only_route or "none"
+        access = adapter.write_access
+        resume = ", ".join(f"`{f}`" for f in resume_flags(adapter) if f) or "none"
+        cells = [adapter.impl.skill, product(adapter), f"`{adapter.binary}`", _cell(access)]
         rows.append("| " + " | ".join([*cells, _cell(read_only), resume]) + " |")
     return "\n".join(rows)

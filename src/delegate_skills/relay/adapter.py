@@ -51,6 +51,17 @@ class Adapter:
     about: str = ""
     #: Report heading in the summary; the label when empty.
     report_name: str = ""
+    #: What a write run may do, in a few words (the skills table and SKILL.md).
+    write_access: str = ""
+    #: How a read-only run is made, in a few words; empty when there is none.
+    read_only_route: str = ""
+    #: The result field holding the id a later run resumes ("" for none).
+    session_field: str = "sessionId"
+    #: False when the relay refuses every way of resuming a session.
+    resumable: bool = True
+    #: How the brief reaches the implementer, for the skill texts, when the
+    #: generic wording for `brief_via` would not be true.
+    brief_route: str = ""
 
     flags: tuple[Flag, ...] = ()
     has_model_flag: bool = True

@@ -138,17 +138,17 @@ def clean_env_flags(product: str) -> tuple[Flag, Flag]:
         Flag(
             "--clean-env",
             sets={"cleanEnv": True},
-            help=f"Start {product} (and its version check) with runtime basics only; this "
-            "changes inherited variables only and does not protect files or other same-user "
-            "secrets.",
+            help=f"Start {product} (and its version check) with only basic runtime variables. "
+            "It narrows the environment and nothing else: files and secrets your user can "
+            "read stay readable.",
         ),
         Flag(
             "--keep-env",
             "keepEnv",
             metavar="<name>",
             append=True,
-            help="Keep one more variable under --clean-env (repeatable); needed for "
-            "environment-backed auth.",
+            help="Let this variable through --clean-env too (repeatable); sign-ins kept in "
+            "the environment need it.",
         ),
     )
 
