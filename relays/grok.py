@@ -20,7 +20,6 @@ from delegate_skills.relay.options import (
     Usage,
     check_exclusive,
     switch_flag,
-    timeout_ms,
     value_flag,
 )
 from delegate_skills.relay.parts import check_shell_tokens
@@ -113,7 +112,7 @@ class Grok(Adapter):
         }
 
     def validate(self, opts: dict) -> None:
-        timeout_ms(opts)
+        self.watchdog_ms(opts)
         if opts["autonomy"] not in AUTONOMY:
             raise Usage(f'invalid autonomy "{opts["autonomy"]}"')
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"), "")

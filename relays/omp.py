@@ -13,11 +13,10 @@ from delegate_skills import registry
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import (
     check_choice,
-    check_exclusive,
     switch_flag,
     value_flag,
 )
-from delegate_skills.relay.parts import AgentEventsAdapter, AgentState, check_shell_tokens
+from delegate_skills.relay.parts import AgentEventsAdapter, AgentState
 
 READ_ONLY_TOOLS = "read,grep,glob"
 #: What keeps a project's own `.omp` resources out of an unapproved run.
@@ -75,30 +74,15 @@ class Omp(AgentEventsAdapter):
     )
 
     def defaults(self) -> dict:
-        return {
-            "provider": None,
-            "thinking": None,
-            "session": None,
-            "resumeLast": False,
-            "readOnly": False,
-            "approve": False,
-        }
+        return {**super().defaults(), "thinking": None}
 
     def validate(self, opts: dict) -> None:
-        check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
-        check_shell_tokens(opts, ("model", "provider", "session"))
+        self.check_agent_options(opts)
         check_choice(opts, "thinking", "--thinking", registry.OMP_THINKING)
         self.watchdog_ms(opts)
 
     def build_argv(self, opts: dict, run) -> list[str]:
-        argv = ["--mode", "json"]
-        for flag in ("provider", "model", "thinking"):
-            if opts[flag]:
-                argv += [f"--{flag}", opts[flag]]
-        if opts["session"]:
-            argv += ["--session", opts["session"]]
-        elif opts["resumeLast"]:
-            argv.append("--continue")
+        argv = self.agent_argv(opts, ("provider", "model", "thinking"))
         argv += ["--tools", READ_ONLY_TOOLS] if opts["readOnly"] else ["--yolo"]
         if not opts["approve"]:
             argv += UNTRUSTED

@@ -11,11 +11,10 @@ run even when pi exits 0.
 from __future__ import annotations
 
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Usage, check_exclusive, switch_flag, value_flag
+from delegate_skills.relay.options import Usage, switch_flag, value_flag
 from delegate_skills.relay.parts import (
     AgentEventsAdapter,
     AgentState,
-    check_shell_tokens,
     resume_lines,
 )
 
@@ -59,20 +58,8 @@ class Pi(AgentEventsAdapter):
         switch_flag("--read-only", "readOnly", f"Only the {READ_ONLY_TOOLS} tools.", flagged=True),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "provider": None,
-            "session": None,
-            "resumeLast": False,
-            "readOnly": False,
-            "approve": False,
-        }
-
     def validate(self, opts: dict) -> None:
-        check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
-        check_shell_tokens(
-            opts, (("model", "--model"), ("provider", "--provider"), ("session", "--session"))
-        )
+        self.check_agent_options(opts)
         self.watchdog_ms(opts)
         if opts["provider"] is not None and opts["model"] is None:
             # pi 1.x exits 1 with "--provider requires --model"; say so before dispatching.
@@ -82,14 +69,7 @@ class Pi(AgentEventsAdapter):
             )
 
     def build_argv(self, opts: dict, run) -> list[str]:
-        argv = ["--mode", "json"]
-        for flag, field in (("--provider", "provider"), ("--model", "model")):
-            if opts[field]:
-                argv += [flag, opts[field]]
-        if opts["session"]:
-            argv += ["--session", opts["session"]]
-        elif opts["resumeLast"]:
-            argv.append("--continue")
+        argv = self.agent_argv(opts)
         argv.append("--approve" if opts["approve"] else "--no-approve")
         if opts["readOnly"]:
             argv += ["--tools", READ_ONLY_TOOLS]

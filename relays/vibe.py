@@ -19,7 +19,6 @@ from delegate_skills.relay.options import (
     Usage,
     check_exclusive,
     switch_flag,
-    timeout_ms,
     value_flag,
 )
 from delegate_skills.relay.parts import check_argv_brief, resume_lines, text_blocks
@@ -156,7 +155,7 @@ class Vibe(Adapter):
         ):
             if any(not tool.strip() for tool in opts[field]):
                 raise Usage(f"{flag} must not be empty")
-        timeout_ms(opts)
+        self.watchdog_ms(opts)
 
     def check_brief(self, opts: dict, brief: str) -> None:
         check_argv_brief(

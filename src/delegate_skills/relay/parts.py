@@ -205,6 +205,33 @@ class AgentEventsAdapter(Adapter):
     def new_state(self, opts: dict) -> State:
         return AgentState(opts)
 
+    def defaults(self) -> dict:
+        return {
+            "provider": None,
+            "session": None,
+            "resumeLast": False,
+            "readOnly": False,
+            "approve": False,
+        }
+
+    def check_agent_options(self, opts: dict) -> None:
+        """The resume forms exclude each other; provider, model and session are shell-safe."""
+        check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
+        check_shell_tokens(opts, ("model", "provider", "session"))
+
+    @staticmethod
+    def agent_argv(opts: dict, value_fields: tuple[str, ...] = ("provider", "model")) -> list[str]:
+        """`--mode json`, `--<field> value` for each field set, then the resume form."""
+        argv = ["--mode", "json"]
+        for field in value_fields:
+            if opts[field]:
+                argv += [f"--{field}", opts[field]]
+        if opts["session"]:
+            argv += ["--session", opts["session"]]
+        elif opts["resumeLast"]:
+            argv.append("--continue")
+        return argv
+
     @staticmethod
     def model_lines(state: AgentState) -> list[str]:
         """The summary's `model:` line, as provider/model, when the stream named a model."""
