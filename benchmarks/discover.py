@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from _common import PYTHON, installed_like_env
+from _common import installed_like_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 from delegate_skills import registry
@@ -65,7 +65,9 @@ def main() -> int:
                 )
             floors[impl.key] = time.perf_counter() - start
         slowest = max(floors, key=floors.get)
-        command = [PYTHON, "-m", "delegate_skills", "discover", "--usage", "--json"]
+        # `delegate discover` runs click, which the bare timing interpreter lacks:
+        # the interpreter running this script (where the package is installed) runs it.
+        command = [sys.executable, "-m", "delegate_skills", "discover", "--usage", "--json"]
         runs = []
         for _ in range(5):
             start = time.perf_counter()
@@ -74,7 +76,7 @@ def main() -> int:
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
         wall = statistics.median(runs)
-    print(f"python: {PYTHON} ({sys.version.split()[0]}); every probe sleeps {SLEEP}s")
+    print(f"python: {sys.executable} ({sys.version.split()[0]}); every probe sleeps {SLEEP}s")
     print(f"floor   slowest CLI ({slowest}) probed back to back: {floors[slowest]:6.2f} s")
     print(f"discover --usage, 17 CLIs, median of 5:          {wall:6.2f} s")
     ratio = wall / floors[slowest]
