@@ -15,7 +15,7 @@ import os
 import re
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
@@ -304,10 +304,7 @@ class Claude(Adapter):
             )
         if result["resumed"]:
             lines.append("mode: resumed an existing Claude session")
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id)
         if state.subtype:
             lines.append(f"result subtype: {state.subtype}")
         if state.num_turns is not None:

@@ -8,7 +8,7 @@ the session was configured with unless a flag or lane names one.
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     SESSION,
     Flag,
@@ -178,10 +178,7 @@ class Codex(Adapter):
             lines.append("mode: resumed most recent session")
         if opts["session"]:
             lines.append(f"mode: resumed session {opts['session']}")
-        if state.session_id:
-            lines.append(
-                f"thread id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id, label="thread id")
         return lines
 
 

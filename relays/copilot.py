@@ -17,7 +17,7 @@ import re
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     NOT_SCHEDULABLE,
     Usage,
@@ -229,10 +229,7 @@ class Copilot(Adapter):
             lines.append("autonomy: --allow-all-tools")
         if result["resumed"]:
             lines.append("mode: resumed an existing session")
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id)
         return lines
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -209,10 +209,8 @@ class Grok(Adapter):
             )
         if opts["resumeLast"]:
             lines.append("mode: resumed most recent session (--continue)")
-        elif state.session_id and result["status"] != self.unavailable_status:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        elif result["status"] != self.unavailable_status:
+            lines += session_lines(state.session_id)
         if state.usage:
             usage = state.usage
             keys = ("total_tokens", "input_tokens", "output_tokens")

@@ -10,7 +10,7 @@ relay as `thinking` (lane resolution renames it) and goes out as `--thinking`.
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import State
+from delegate_skills.relay.adapter import State, session_lines
 from delegate_skills.relay.options import (
     check_choice,
     switch_flag,
@@ -112,10 +112,7 @@ class Omp(AgentEventsAdapter):
         if result["thinking"]:
             lines.append(f"thinking: {result['thinking']}")
         lines += self.model_lines(state)
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id)
         return lines
 
 

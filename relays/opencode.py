@@ -31,7 +31,7 @@ import json
 import os
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -268,10 +268,7 @@ class OpenCode(Adapter):
         lines = []
         if result["resumed"]:
             lines.append("mode: resumed existing session")
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id)
         if state.saw_cost:
             lines.append(f"cost: ${result['cost']}")
         return lines

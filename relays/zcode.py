@@ -17,7 +17,7 @@ import sys
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 from delegate_skills.relay.scan import MAX_BUFFERED_CHARS, parse_json
 
@@ -296,10 +296,7 @@ class Zcode(Adapter):
             lines.append("resume: latest session for this directory")
         elif opts["session"]:
             lines.append(f"resume: session {opts['session']}")
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id)
         if result.get("parseWarning"):
             lines.append(f"warning: {result['parseWarning']}")
         return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -28,7 +29,9 @@ class Fake:
             f"#!{sys.executable} -S\n"
             "import sys\n"
             f"sys.argv[1:1] = [{str(self.scenario_path)!r}]\n"
-            f"exec(compile(open({str(FAKE)!r}).read(), {str(FAKE)!r}, 'exec'))\n"
+            f"sys.path.insert(0, {str(FAKE.parent)!r})\n"
+            "import fake_cli\n"
+            "fake_cli.main()\n"
         )
         shim.chmod(0o755)
         return shim
@@ -45,7 +48,8 @@ class Fake:
     def calls(self, kind: str | None = None) -> list[dict]:
         if not self.calls_dir.exists():
             return []
-        found = [json.loads(p.read_text()) for p in sorted(self.calls_dir.iterdir())]
+        records = sorted(self.calls_dir.glob("*.rec"))
+        found = [ast.literal_eval(p.read_text()) for p in records]
         return [c for c in found if kind is None or c["kind"] == kind]
 
     def run_call(self) -> dict:

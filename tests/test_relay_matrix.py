@@ -84,7 +84,9 @@ def test_signal_to_the_relay_aborts_the_run(tmp_path, key, signame):
         grand_ignores_term=True,
     )
     bench.script(run)
-    proc = bench.start()
+    # The child exits at its first SIGTERM; a roomy grace keeps a loaded machine
+    # from SIGKILLing it before it has written the late file.
+    proc = bench.start(env=bench.fake.env(DELEGATE_RELAY_ABORT_GRACE="20"))
     child = read_pid(bench.pid_file("child.pid"))
     grand = int(bench.pid_file("grand.pid").read_text())
     proc.send_signal(signal_number(signame))
@@ -100,6 +102,19 @@ def test_signal_to_the_relay_aborts_the_run(tmp_path, key, signame):
     assert result["error"].startswith(f"the relay was killed by {signame}; ")
     assert "?? late-file.txt" in result["touchedFiles"]
     assert out.count("relay: aborted") == 1
+    wait_for(lambda: not alive(child) and not alive(grand), timeout=5)
+
+
+def test_an_aborted_tree_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
+    bench = Bench(tmp_path, "codex")
+    bench.script(hanging_run(bench, "ignore", grand_ignores_term=True))
+    proc = bench.start(env=bench.fake.env(DELEGATE_RELAY_ABORT_GRACE="0.5"))
+    child = read_pid(bench.pid_file("child.pid"))
+    grand = int(bench.pid_file("grand.pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    code, _out, _err = finish(proc)
+    assert code == 128 + signal.SIGTERM
+    assert bench.result["status"] == "aborted"
     wait_for(lambda: not alive(child) and not alive(grand), timeout=5)
 
 

@@ -34,6 +34,13 @@ class State:
         self.signal: str | None = None
 
 
+def session_lines(session_id: str | None, flag: str = "--session", label: str = "session id"):
+    """The summary line that says how to resume: `session id (resume with: --session X): X`."""
+    if not session_id:
+        return []
+    return [f"{label} (resume with: {flag} {session_id}): {session_id}"]
+
+
 class Adapter:
     #: registry key, e.g. "codex"
     key: str = ""
@@ -228,8 +235,5 @@ class Adapter:
             lines.append("mode: resumed most recent session")
         elif opts.get("session"):
             lines.append(f"mode: resumed session {opts['session']}")
-        if state.session_id:
-            lines.append(
-                f"session id (resume with: --session {state.session_id}): {state.session_id}"
-            )
+        lines += session_lines(state.session_id)
         return lines

@@ -28,7 +28,9 @@ from .rundir import FINAL, RESULT, RunDir, default_out_dir, iso_now
 from .scan import LineScanner, ObjectScanner, Utf8Stream
 
 PREFLIGHT_CAP_S = 10.0
-ABORT_GRACE_S = 2.0
+#: Seconds an aborted tree gets between SIGTERM and SIGKILL.
+ABORT_GRACE_ENV = "DELEGATE_RELAY_ABORT_GRACE"
+DEFAULT_ABORT_GRACE_S = 2.0
 #: Seconds between the watchdog's SIGTERM and its SIGKILL to the whole tree.
 KILL_GRACE_ENV = "DELEGATE_RELAY_KILL_GRACE"
 DEFAULT_KILL_GRACE_S = 10.0
@@ -368,7 +370,10 @@ class Relay:
         if reason == "deadline":
             fired = True
             child.signal_tree(signal.SIGTERM)
-            reason = child.pump(time.monotonic() + kill_grace_s(), stop_pipes_on_exit=True)
+            reason = child.pump(
+                time.monotonic() + grace_s(KILL_GRACE_ENV, DEFAULT_KILL_GRACE_S),
+                stop_pipes_on_exit=True,
+            )
             if reason == "deadline":
                 child.signal_tree(signal.SIGKILL)
                 reason = child.pump(None, stop_pipes_on_exit=True)
@@ -413,7 +418,9 @@ class Relay:
         )
         child.signal_tree(signal.SIGTERM)
         self._finish("aborted", code, name, tail=self.tail.snapshot(), error=error)
-        child.pump(time.monotonic() + ABORT_GRACE_S, watch_signals=False)
+        child.pump(
+            time.monotonic() + grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S), watch_signals=False
+        )
         child.signal_tree(signal.SIGKILL)
         self._drain_scanner(scanner, decoder)
         self._finish("aborted", code, name, tail=self.tail.snapshot(), error=error)
@@ -512,13 +519,13 @@ class Relay:
         return {**base, **extra}
 
 
-def kill_grace_s() -> float:
-    """The watchdog's TERM-to-KILL grace: $DELEGATE_RELAY_KILL_GRACE seconds, else 10."""
+def grace_s(variable: str, default: float) -> float:
+    """Seconds from the environment `variable` (0 to 3600), else `default`."""
     try:
-        value = float(os.environ.get(KILL_GRACE_ENV, DEFAULT_KILL_GRACE_S))
+        value = float(os.environ.get(variable, default))
     except ValueError:
-        return DEFAULT_KILL_GRACE_S
-    return value if 0 <= value <= 3600 else DEFAULT_KILL_GRACE_S
+        return default
+    return value if 0 <= value <= 3600 else default
 
 
 def read_brief(path: str | None) -> str:

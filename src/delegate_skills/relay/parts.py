@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from .. import registry
-from .adapter import Adapter, State
+from .adapter import Adapter, State, session_lines
 from .options import ENV_NAME, NOT_A_DURATION, SESSION, Flag, Usage, check_exclusive, check_token
 
 #: The largest brief passed as one command-line argument (Linux caps one near 128 KiB).
@@ -103,9 +103,7 @@ def check_session(opts: dict) -> None:
 def resume_lines(resumed: bool, session_id: str | None, flag: str = "--session") -> list[str]:
     """The summary's resume lines: how this run started, and how to continue it."""
     lines = ["mode: resumed an existing session"] if resumed else []
-    if session_id:
-        lines.append(f"session id (resume with: {flag} {session_id}): {session_id}")
-    return lines
+    return lines + session_lines(session_id, flag)
 
 
 # ---------------------------------------------------------------- stream-json messages

@@ -185,16 +185,22 @@ def _corrupt_message(path: str, problem: files.Corrupt) -> str:
     )
 
 
+def _read(path: str) -> tuple[bytes, dict] | None:
+    """The file's bytes and JSON object; None when there is no file. Raises files.Corrupt."""
+    raw = files.read_bytes(path)
+    return None if raw is None else (raw, files.parse_object(raw))
+
+
 def load(path: str | None = None) -> State:
     """Read-only: the state as it is (migrated in memory). Changes nothing on disk."""
     path = path or state_path()
-    raw = files.read_bytes(path)
-    if raw is None:
-        return State(path, None, {}, {})
     try:
-        document = files.parse_object(raw)
+        found = _read(path)
     except files.Corrupt as problem:
         raise UserError(_corrupt_message(path, problem)) from None
+    if found is None:
+        return State(path, None, {}, {})
+    raw, document = found
     document, _ = migrate(path, document)
     return _strict(path, raw, document)
 
@@ -212,14 +218,14 @@ def _move_aside(path: str, problem: files.Corrupt) -> None:
 
 def _load_locked(path: str) -> State:
     """Under the queue: the state as it is, a corrupt file moved aside, a migration saved."""
-    raw = files.read_bytes(path)
-    if raw is None:
-        return State(path, None, {}, {})
     try:
-        document = files.parse_object(raw)
+        found = _read(path)
     except files.Corrupt as problem:
         _move_aside(path, problem)
+        found = None
+    if found is None:
         return State(path, None, {}, {})
+    raw, document = found
     document, migrated = migrate(path, document)
     state = _strict(path, raw, document)
     if migrated:
