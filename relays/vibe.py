@@ -3,7 +3,7 @@
 `accept-edits` (the default) applies file edits and refuses shell commands
 that need approval; `auto-approve` (--full-access) approves everything and is
 opt-in; read-only (--plan-only, or a lane's readOnly) runs the `ask` agent,
-which runs no tool that needs approval. The reference sent `--agent plan`,
+which runs no tool that needs approval. The Node bundle sends `--agent plan`,
 which vibe 3.x no longer has (it rejects it with "Agent 'plan' not found";
 vibe itself maps the old plan agent to `ask`).
 """
@@ -194,7 +194,7 @@ class Vibe(Adapter):
         return VibeState(opts)
 
     def on_event(self, state: VibeState, event: dict) -> None:
-        # Every entry of vibe 2.26 and 3.0 carries the session id; the reference never read it.
+        # Every entry of vibe 2.26 and 3.0 carries the session id; the Node bundle never reads it.
         session = event.get("sessionId")
         if isinstance(session, str) and session:
             state.session_id = session

@@ -71,7 +71,7 @@ def bundle_candidates(env: dict[str, str]) -> list[str]:
 
 
 def on_path(name: str, env: dict[str, str]) -> str | None:
-    """The first `name` on PATH that is a file; like the reference, the x bit is not checked."""
+    """The first `name` on PATH that is a file; as in the Node bundle, the x bit is not checked."""
     for entry in (env.get("PATH") or "").split(os.pathsep):
         if len(entry) >= 2 and entry[0] == entry[-1] == '"':
             entry = entry[1:-1]

@@ -12,7 +12,7 @@ CONFIG_VERSION = "delegate-fleet.v1"
 RESULT_VERSION = "delegate-relay.result.v1"
 DISCOVER_VERSION = "delegate-discover.v1"
 
-#: Every field a lane may hold besides `implementer`, in the reference's order.
+#: Every field a lane may hold besides `implementer`, in the Node bundle's order.
 ALL_DIALS = (
     "model",
     "effort",
