@@ -206,8 +206,7 @@ class Agy(Adapter):
             ("dangerouslySkipPermissions", "--dangerously-skip-permissions"),
         )
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("conversation", "--conversation"))
-        if opts["timeout"] is not None and registry.parse_timeout_ms(opts["timeout"]) is None:
-            raise Usage(TIMEOUT_MESSAGE.format(value=opts["timeout"]))
+        super().watchdog_ms(opts)  # refuses a bad --timeout, worded as TIMEOUT_MESSAGE
         print_ms = registry.parse_timeout_ms(opts["printTimeout"])
         if print_ms is None or print_ms + GRACE_MS > registry.MAX_TIMER_MS:
             raise Usage(PRINT_TIMEOUT_MESSAGE.format(value=opts["printTimeout"]))
@@ -227,9 +226,7 @@ class Agy(Adapter):
             opts["watchdogMs"] = print_ms + GRACE_MS
 
     def watchdog_ms(self, opts: dict) -> int | None:
-        if opts.get("watchdogMs"):
-            return opts["watchdogMs"]
-        return registry.parse_timeout_ms(opts["timeout"]) if opts["timeout"] else None
+        return opts.get("watchdogMs") or super().watchdog_ms(opts)
 
     def check_brief(self, opts: dict, brief: str) -> None:
         check_argv_brief(brief, "--print", TOO_BIG)

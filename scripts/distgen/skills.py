@@ -8,7 +8,6 @@ import re
 
 from delegate_skills import __version__, lanes, registry
 from delegate_skills.relay.main import load_adapter
-from delegate_skills.relay.options import COMMON_FLAGS, TAIL_FLAGS
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
 REFERENCES = (
@@ -59,11 +58,6 @@ def flags_table(adapter) -> str:
         rows.append(f"| `{usage}` | {_cell(flag.help)} |")
     rows.append("| `-h`, `--help` | Show every option. |")
     return "\n".join(rows)
-
-
-def _own_flags(adapter) -> list:
-    common = {flag.name for flag in (*COMMON_FLAGS, *TAIL_FLAGS)}
-    return [flag for flag in adapter.flag_table() if flag.name not in common]
 
 
 def first_flag(adapter, names: tuple[str, ...]) -> str | None:

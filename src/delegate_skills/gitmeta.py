@@ -43,11 +43,3 @@ def repo_paths(cwd: str) -> RepoPaths:
     if len(lines) < 2 or not lines[0] or not lines[1]:
         return RepoPaths(None, None)
     return RepoPaths(lines[0], lines[1])
-
-
-def git_dir(cwd: str) -> str | None:
-    """The absolute git dir of `cwd`, also for a bare repository or inside `.git`."""
-    out = run_git(cwd, "rev-parse", "--absolute-git-dir")
-    if out is None:
-        return None
-    return os.fsdecode(out).rstrip("\n") or None
