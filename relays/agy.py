@@ -29,7 +29,7 @@ from delegate_skills.relay.options import (
 )
 from delegate_skills.relay.parts import check_argv_brief
 from delegate_skills.relay.rundir import FINAL, RESULT
-from delegate_skills.runs import RUN_FILE
+from delegate_skills.relay.runs import RUN_FILE
 
 LOG = "agy.log"
 STDERR = "stderr.txt"

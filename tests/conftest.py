@@ -103,7 +103,7 @@ def script(name: str, *args: str, **kw) -> Result:
 
 
 def delegate(*args: str, **kw) -> Result:
-    return run([PYTHON, "-m", "delegate_skills.cli", *args], **kw)
+    return run([PYTHON, "-m", "delegate_skills.commands.cli", *args], **kw)
 
 
 def write_json(path: Path, document, raw: bytes | None = None) -> Path:

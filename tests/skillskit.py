@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import Result
 
-from delegate_skills.skillsmgr import bundle
+from delegate_skills.installer import bundle
 
 PYTHON = sys.executable
 BUNDLE = bundle.bundle_dir()
@@ -52,7 +52,7 @@ class Machine:
                 os.umask(umask)
 
         done = subprocess.run(
-            [PYTHON, "-m", "delegate_skills.skills_cli", *args],
+            [PYTHON, "-m", "delegate_skills.commands.skills", *args],
             capture_output=True,
             text=True,
             env=self.env,

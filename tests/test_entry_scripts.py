@@ -56,7 +56,7 @@ def test_falls_back_to_delegate_on_path(tmp_path):
     bindir.mkdir()
     delegate = bindir / "delegate"
     delegate.write_text(
-        f"#!{sys.executable}\nfrom delegate_skills.cli import main\nraise SystemExit(main())\n"
+        f"#!{sys.executable}\nfrom delegate_skills.commands.cli import main\nraise SystemExit(main())\n"
     )
     delegate.chmod(0o755)
     env = {"PATH": f"{bindir}:/usr/bin:/bin"}

@@ -12,8 +12,8 @@ from conftest import PYTHON
 from fakes import relay_argv
 from relaykit import Bench, finish, read_pid
 
-from delegate_skills import runs
-from delegate_skills.cli import _run_text
+from delegate_skills.commands.cli import _run_text
+from delegate_skills.relay import runs
 
 
 def delegate_proc(*args: str, env: dict) -> subprocess.Popen:

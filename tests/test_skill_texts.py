@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 
 from delegate_skills import __version__, registry
-from delegate_skills.cli import cli
+from delegate_skills.commands.cli import cli
 from delegate_skills.relay.main import load_adapter
 
 SKILLS = ROOT / "skills"

@@ -7,7 +7,7 @@ import subprocess
 
 from skillskit import PYTHON, Machine
 
-from delegate_skills.skillsmgr import bundle
+from delegate_skills.installer import bundle
 
 
 def test_16_concurrent_disables_on_different_skills_all_land(tmp_path):
@@ -17,7 +17,15 @@ def test_16_concurrent_disables_on_different_skills_all_land(tmp_path):
     assert len(skills) == 16
     procs = [
         subprocess.Popen(
-            [PYTHON, "-m", "delegate_skills.skills_cli", "disable", skill, "--agent", "universal"],
+            [
+                PYTHON,
+                "-m",
+                "delegate_skills.commands.skills",
+                "disable",
+                skill,
+                "--agent",
+                "universal",
+            ],
             cwd=machine.project,
             env=machine.env,
             stdout=subprocess.PIPE,

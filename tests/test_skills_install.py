@@ -11,7 +11,7 @@ import pytest
 from skillskit import BUNDLE, Machine, bundled_revision, one_error_line
 
 from delegate_skills import jsjson
-from delegate_skills.skillsmgr import bundle
+from delegate_skills.installer import bundle
 
 CODEX = "codex-delegate"
 

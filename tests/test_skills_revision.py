@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate_skills.skillsmgr import bundle
+from delegate_skills.installer import bundle
 
 FILES = {
     "SKILL.md": b"---\nname: demo\n---\nUse it.\n",

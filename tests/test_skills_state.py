@@ -9,7 +9,7 @@ import pytest
 from skillskit import Machine, one_error_line
 
 from delegate_skills import jsjson
-from delegate_skills.skillsmgr import files, state
+from delegate_skills.installer import files, state
 
 ORIGINAL = {
     "version": 1,

@@ -13,8 +13,9 @@ import pytest
 from conftest import make_repo
 from skillskit import BUNDLE
 
-from delegate_skills import skills_cli, skillsmgr
-from delegate_skills.skillsmgr import bundle
+from delegate_skills import installer
+from delegate_skills.commands import skills as skills_cli
+from delegate_skills.installer import bundle
 
 CODEX = "codex-delegate"
 
@@ -36,7 +37,7 @@ class InProcess:
             monkeypatch.delenv(name, raising=False)
         self.project = make_repo(tmp_path / "project")
         monkeypatch.setattr(bundle, "bundle_dir", lambda: self.bundle)
-        monkeypatch.setattr(skillsmgr, "_warned", set())
+        monkeypatch.setattr(installer, "_warned", set())
 
     def __call__(self, *args: str) -> tuple[int, dict | None, str]:
         self.capsys.readouterr()

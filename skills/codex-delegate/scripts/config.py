@@ -17,7 +17,7 @@ def _checkout_src(script_path):
     for _ in range(4):
         folder = os.path.dirname(folder)
         src = os.path.join(folder, "src")
-        if os.path.isfile(os.path.join(src, "delegate_skills", "entry.py")):
+        if os.path.isfile(os.path.join(src, "delegate_skills", "skillscripts", "entry.py")):
             return src
     return None
 
@@ -38,7 +38,7 @@ def main():
     if src:
         sys.path.insert(0, src)
     try:
-        from delegate_skills.entry import run
+        from delegate_skills.skillscripts.entry import run
     except ImportError:
         import shutil
 

@@ -186,7 +186,7 @@ class Relay:
         return self._supervise(launcher, env, brief)
 
     def _fresh_artifacts(self, brief: str) -> dict[str, bytes]:
-        from ..runs import RUN_FILE, run_marker
+        from .runs import RUN_FILE, run_marker
 
         adapter, opts, run = self.adapter, self.opts, self.run
         marker = run_marker(adapter.key, opts["lane"], opts["cd"], run.path, run.started_at)

@@ -14,10 +14,10 @@ import sys
 
 import click
 
-from . import jsjson
+from .. import jsjson
+from ..errors import UserError
+from ..installer import agents as agent_table
 from .clirun import run_group
-from .errors import UserError
-from .skillsmgr import agents as agent_table
 
 SCOPE_CHOICE = click.Choice(["global", "project"])
 
@@ -185,7 +185,7 @@ def install_command(
     as_json: bool,
 ) -> None:
     """Copy (or link) bundled skills into the agents' skill directories (default: all)."""
-    from .skillsmgr import install
+    from ..installer import install
 
     document = install.install(_cwd(cwd), list(names), list(agents), scope, link, force).document()
     _emit(document, report_text(document), as_json)
@@ -209,7 +209,7 @@ def uninstall_command(
     as_json: bool,
 ) -> None:
     """Remove installed skills and their lockfile entries (default: every installed skill)."""
-    from .skillsmgr import install
+    from ..installer import install
 
     document = install.uninstall(_cwd(cwd), list(names), list(agents), scope, force).document()
     _emit(document, report_text(document), as_json)
@@ -233,7 +233,7 @@ def sync_command(
     as_json: bool,
 ) -> None:
     """Make the agents' directories match the lockfile and this machine's state."""
-    from .skillsmgr import install
+    from ..installer import install
 
     reports = install.sync(_cwd(cwd), scope, list(names) or None, force, dry_run)
     documents = [r.document() for r in reports]
@@ -243,7 +243,7 @@ def sync_command(
 
 
 def _switch(name: str, agents: tuple[str, ...], cwd: str | None, as_json: bool, on: bool):
-    from .skillsmgr import install
+    from ..installer import install
 
     document = install.set_enabled(_cwd(cwd), name, list(agents), on)
     word = "on" if on else "off"
@@ -286,7 +286,7 @@ def disable_command(name: str, agents: tuple[str, ...], cwd: str | None, as_json
 @JSON_OPTION
 def list_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
     """Show intent (lockfile, this machine's switches) and what is on disk, side by side."""
-    from .skillsmgr import install
+    from ..installer import install
 
     document = install.listing(_cwd(cwd), scope)
     _emit(document, listing_text(document), as_json)
@@ -299,7 +299,7 @@ def list_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
 @JSON_OPTION
 def doctor_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
     """Every difference between intent and disk, with its fix. Exit 1 when there is any."""
-    from .skillsmgr import install
+    from ..installer import install
 
     document = install.doctor(_cwd(cwd), scope)
     _emit(document, doctor_text(document), as_json)
@@ -313,7 +313,7 @@ def doctor_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
 @JSON_OPTION
 def prune_command(dry_run: bool, cwd: str | None, as_json: bool) -> None:
     """Forget switches of skills installed nowhere this machine knows (global or this project)."""
-    from .skillsmgr import install
+    from ..installer import install
 
     document = install.prune(_cwd(cwd), dry_run)
     verb = "would drop" if dry_run else "dropped"

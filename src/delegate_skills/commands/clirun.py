@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .errors import UserError
+from ..errors import UserError
 
 
 def run_group(group: click.Group, args: list[str], prog_name: str) -> int:

@@ -56,7 +56,7 @@ def _cwd_args(cwd: str | None) -> list[str]:
 
 
 def _dispatch_dir(cwd: str) -> str:
-    from .relay.rundir import default_root
+    from ..relay.rundir import default_root
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H-%M-%S-%fZ")
     base = os.path.basename(os.path.normpath(cwd)) or "repo"
@@ -91,7 +91,7 @@ def build_server():
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from . import __version__, jsjson
+    from .. import __version__, jsjson
 
     server = MCPServer(name="delegate-skills", version=__version__, instructions=INSTRUCTIONS)
 

@@ -11,9 +11,9 @@ import sys
 
 import click
 
-from . import fleet, jsjson, lanes, registry
+from .. import fleet, jsjson, lanes, registry
+from ..errors import UserError
 from .clirun import run_group
-from .errors import UserError
 
 CWD_OPTION = click.option(
     "--cwd",
@@ -83,7 +83,7 @@ def config_approve(cwd: str | None) -> None:
 @CWD_OPTION
 def config_path(cwd: str | None) -> None:
     """Print where the global and project configs and the approval live."""
-    from . import approval, gitmeta
+    from .. import approval, gitmeta
 
     paths = gitmeta.repo_paths(_cwd(cwd))
     _print_json(
@@ -230,7 +230,7 @@ def discover_table(report: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def discover_command(usage: bool, as_json: bool) -> None:
     """Find installed implementer CLIs: version, login, models (all probes in parallel)."""
-    from .discover import discover
+    from ..discover import discover
 
     report = discover(with_usage=usage)
     click.echo(jsjson.stringify(report, 2) if _wants_json(as_json) else discover_table(report))
@@ -280,7 +280,7 @@ def runs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_list(roots: tuple[str, ...], as_json: bool) -> None:
     """Runs under the default artifact root (and each --root), newest first."""
-    from . import runs as runs_module
+    from ..relay import runs as runs_module
 
     found = runs_module.list_runs([*runs_module.default_roots(), *roots])
     if _wants_json(as_json):
@@ -297,8 +297,8 @@ def runs_list(roots: tuple[str, ...], as_json: bool) -> None:
 
 
 def _run_text(run) -> str:
-    from .relay.main import load_adapter
-    from .relay.report import summary
+    from ..relay.main import load_adapter
+    from ..relay.report import summary
 
     adapter = load_adapter(run.marker.get("implementer", "")) if run.marker else None
     if run.result is None or adapter is None:
@@ -311,7 +311,7 @@ def _run_text(run) -> str:
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_show(out_dir: str, as_json: bool) -> None:
     """Print one run: its state, and its result and summary once it has one."""
-    from . import runs as runs_module
+    from ..relay import runs as runs_module
 
     run = runs_module.show(out_dir)
     if _wants_json(as_json):
@@ -328,7 +328,7 @@ def runs_show(out_dir: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
     """Wait until the run has a result; exit with its exit code (124 on timeout, 1 if lost)."""
-    from . import runs as runs_module
+    from ..relay import runs as runs_module
 
     seconds = None
     if timeout is not None:
@@ -426,7 +426,7 @@ def relay_command(key: str, args: tuple[str, ...]) -> None:
     `delegate relay KEY --help` lists them. KEY is one of the implementer keys
     (claude, codex, opencode, …).
     """
-    from .relay.main import main as relay_main
+    from ..relay.main import main as relay_main
 
     if registry.get(key) is None:
         raise UserError(f"unknown implementer {key!r} (one of: {', '.join(registry.KEYS)})")
@@ -447,13 +447,13 @@ def relay_command(key: str, args: tuple[str, ...]) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def entry_command(script: str, skill_dir: str, args: tuple[str, ...]) -> None:
     """Run a skill script for an interpreter that lacks the core."""
-    from .entry import run
+    from ..skillscripts.entry import run
 
     sys.exit(run(script, skill_dir, list(args)))
 
 
 def _register_skills() -> None:
-    from .skills_cli import skills
+    from .skills import skills
 
     cli.add_command(skills)
 

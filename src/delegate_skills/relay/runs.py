@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from .errors import UserError
+from ..errors import UserError
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
@@ -46,7 +46,7 @@ def run_marker(
         "pidStart": process_start(pid),
         "startedAt": started_at,
     }
-    from .jsjson import document_bytes
+    from ..jsjson import document_bytes
 
     return document_bytes(marker)
 
@@ -145,7 +145,7 @@ class Run:
 
 
 def default_roots() -> list[str]:
-    from .relay.rundir import default_root
+    from .rundir import default_root
 
     return [default_root()]
 

@@ -35,13 +35,13 @@ def skill_key(skill_dir: str) -> str | None:
 def run(script: str, skill_dir: str, argv: list[str]) -> int:
     stem = script[:-3] if script.endswith(".py") else script
     if stem == "lane":
-        from .skillscripts.lane import main
+        from .lane import main
     elif stem == "config":
-        from .skillscripts.config import main
+        from .config import main
     elif stem == "discover":
-        from .skillscripts.discover import main
+        from .discover import main
     elif stem == "relay":
-        from .relay.main import main as relay_main
+        from ..relay.main import main as relay_main
 
         key = skill_key(skill_dir)
         if key is None:

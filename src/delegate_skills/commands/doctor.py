@@ -7,13 +7,13 @@ logged in (only where the CLI can tell us).
 
 from __future__ import annotations
 
-from . import registry
-from .discover import discover
-from .fleet import Effective
+from .. import registry
+from ..discover import discover
+from ..fleet import Effective
 
 
 def _install_hint(key: str) -> str:
-    from .relay.main import load_adapter
+    from ..relay.main import load_adapter
 
     adapter = load_adapter(key)
     hint = getattr(adapter, "install_hint", "") if adapter else ""
