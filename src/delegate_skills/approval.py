@@ -10,6 +10,7 @@ any edit to the config fails closed in both.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from .jsjson import js_trim
@@ -20,19 +21,8 @@ LOCK_FILE = "project-config.lock"
 
 
 def digest(raw: bytes) -> str:
-    """Lowercase hex SHA-256 of `raw`.
-
-    CPython's built-in SHA-256 module is used when present: `hashlib` loads
-    OpenSSL, which costs several milliseconds of every lane resolve.
-    """
-    try:
-        from _sha2 import sha256  # Python 3.12+
-    except ImportError:
-        try:
-            from _sha256 import sha256  # Python 3.10, 3.11
-        except ImportError:
-            from hashlib import sha256
-    return sha256(raw).hexdigest()
+    """Lowercase hex SHA-256 of `raw`."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 def approval_path(git_dir: str) -> str:

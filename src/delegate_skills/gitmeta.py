@@ -1,15 +1,15 @@
 """What git says about a directory: its work tree, its git dir, its changes.
 
-These sit on the dispatch path, so each question is one `git` process and no
-library import. A directory git cannot speak for (not a repository, git
-missing, a repository git refuses to open) gives None, never an exception.
+These sit on the dispatch path, so each question is one `git` process. A
+directory git cannot speak for (not a repository, git missing, a repository
+git refuses to open, git hanging) gives None, never an exception.
 """
 
 from __future__ import annotations
 
 import os
-
-from .spawn import capture
+import signal
+import subprocess
 
 GIT_TIMEOUT_S = 10
 
@@ -23,11 +23,31 @@ class RepoPaths:
 
 
 def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
-    """stdout of `git -C cwd args…`, or None when git fails, is missing or hangs."""
-    done = capture(["git", "-C", cwd, *args], cwd=None, env=dict(os.environ), timeout=timeout)
-    if done is None or done[0] != 0:
+    """stdout of `git -C cwd args…`, or None when git fails, is missing or hangs.
+
+    git runs in its own process group, so a hang is ended with everything it
+    started (a credential helper, a pager, an fsmonitor).
+    """
+    try:
+        proc = subprocess.Popen(
+            ["git", "-C", cwd, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
         return None
-    return done[1]
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        return None
+    return out if proc.returncode == 0 else None
 
 
 def repo_paths(cwd: str) -> RepoPaths:

@@ -15,7 +15,7 @@ order JavaScript walks object keys. Three things differ from Python's `json`:
 
 from __future__ import annotations
 
-from _json import encode_basestring
+import json
 
 _ARRAY_INDEX_MAX = 2**32 - 2
 _SAFE_INT = 2**53
@@ -62,62 +62,23 @@ def _parse_int(text: str):
     return float(value) if abs(value) > _SAFE_INT else value
 
 
-class _ScanContext:
-    """The settings `_json.make_scanner` reads, as `json.JSONDecoder` holds them."""
-
-    def __init__(self) -> None:
-        self.strict = True
-        self.object_hook = None
-        self.object_pairs_hook = js_ordered
-        self.parse_float = float
-        self.parse_int = _parse_int
-        self.parse_constant = _refuse_constant
-
-
-_JSON_WHITESPACE = " \t\n\r"
-_scan_once = None
-
-
-def _decode_error(message: str, text: str, index: int) -> ValueError:
-    from json import JSONDecodeError
-
-    return JSONDecodeError(message, text, index)
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=js_ordered, parse_int=_parse_int, parse_constant=_refuse_constant
+)
 
 
 def loads(text: str):
     """Parse `text` as JavaScript's JSON.parse would.
 
     Raises ValueError (json.JSONDecodeError, with json.loads's messages) on
-    anything JSON.parse rejects, and on nesting too deep to walk. The C
-    scanner is driven directly: importing `json` would import `re`, which
-    costs more than the rest of a lane resolve.
+    anything JSON.parse rejects, and on nesting too deep to walk.
     """
-    global _scan_once
-    if _scan_once is None:
-        from _json import make_scanner
-
-        _scan_once = make_scanner(_ScanContext())
     if text.startswith("\ufeff"):
-        raise _decode_error("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     try:
-        try:
-            value, end = _scan_once(text, start)
-        except SystemError:
-            # The scanner raises its syntax errors through `json.decoder`,
-            # which it only finds once imported: load it, then scan again.
-            import json.decoder  # noqa: F401
-
-            value, end = _scan_once(text, start)
-    except StopIteration as stop:
-        raise _decode_error("Expecting value", text, stop.value) from None
+        return _DECODER.decode(text)
     except RecursionError:
         raise ValueError("document nested too deeply") from None
-    while end < len(text) and text[end] in _JSON_WHITESPACE:
-        end += 1
-    if end != len(text):
-        raise _decode_error("Extra data", text, end)
-    return value
 
 
 def decode_utf8(raw: bytes) -> str:
@@ -128,26 +89,18 @@ def decode_utf8(raw: bytes) -> str:
 def _string(value: str) -> str:
     """A JSON string literal as JSON.stringify writes it.
 
-    Python's C encoder escapes exactly what JavaScript escapes (quote,
-    backslash, control characters; \\b \\f \\n \\r \\t short) except lone
-    surrogates, which only JavaScript escapes (as \\udxxx).
+    `json.dumps` escapes exactly what JavaScript escapes (quote, backslash,
+    control characters; \\b \\f \\n \\r \\t short) except lone surrogates,
+    which it passes through and JavaScript writes as \\udxxx escapes.
     """
+    text = json.dumps(value, ensure_ascii=False)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         pass
     else:
-        return encode_basestring(value)
-    parts, run = [], []
-    for char in value:
-        if 0xD800 <= ord(char) <= 0xDFFF:
-            parts.append(encode_basestring("".join(run))[1:-1])
-            parts.append(f"\\u{ord(char):04x}")
-            run = []
-        else:
-            run.append(char)
-    parts.append(encode_basestring("".join(run))[1:-1])
-    return '"' + "".join(parts) + '"'
+        return text
+    return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
 def js_number(value: float) -> str:

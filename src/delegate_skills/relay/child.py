@@ -1,8 +1,8 @@
 """Running a child process tree under supervision, in the relay's own process.
 
 The child leads a new session (its own process group), so the relay can
-signal the whole tree it spawns. One select loop in the main thread pumps the
-child's stdout and stderr, feeds its stdin, notices the child's exit, and
+signal the whole tree it spawns. One selector loop in the main thread pumps
+the child's stdout and stderr, feeds its stdin, notices the child's exit, and
 wakes up for the relay's own signals (SIGTERM, SIGINT, SIGHUP), which are
 recorded by a handler and delivered through a wakeup pipe.
 """
@@ -10,12 +10,11 @@ recorded by a handler and delivered through a wakeup pipe.
 from __future__ import annotations
 
 import errno
-import math
 import os
-import select
+import selectors
+import signal
+import subprocess
 import time
-
-from ..spawn import Spawned, signal
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False
@@ -30,42 +29,8 @@ LINGER_S = 5.0
 _POLL_S = 0.005
 
 WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class Watched:
-    """The descriptors the loop waits on, each with what it is for.
-
-    A small stand-in for `selectors`, which imports `collections` and costs
-    several milliseconds of every relay start. poll(2) where the platform has
-    it, select(2) otherwise.
-    """
-
-    def __init__(self) -> None:
-        self.entries: dict[int, tuple[bool, object]] = {}
-        self._poll = select.poll() if hasattr(select, "poll") else None
-
-    def add(self, fd: int, data: object, *, write: bool = False) -> None:
-        self.entries[fd] = (write, data)
-        if self._poll is not None:
-            self._poll.register(fd, select.POLLOUT if write else select.POLLIN)
-
-    def discard(self, fd: int) -> None:
-        if self.entries.pop(fd, None) is not None and self._poll is not None:
-            self._poll.unregister(fd)
-
-    def ready(self, timeout: float) -> list[tuple[int, object]]:
-        """(fd, data) for each descriptor ready within `timeout` seconds."""
-        if self._poll is not None:
-            fds = [fd for fd, _events in self._poll.poll(math.ceil(timeout * 1000))]
-        else:
-            readers = [fd for fd, (write, _data) in self.entries.items() if not write]
-            writers = [fd for fd, (write, _data) in self.entries.items() if write]
-            ready_r, ready_w, _ = select.select(readers, writers, [], timeout)
-            fds = ready_r + ready_w
-        return [(fd, self.entries[fd][1]) for fd in fds if fd in self.entries]
-
-    def readers(self) -> list[tuple[int, object]]:
-        return [(fd, data) for fd, (write, data) in self.entries.items() if not write]
+#: What the loop's selector holds besides output pipes (whose data is their handler).
+_WAKEUP, _EXIT, _STDIN = "wakeup", "exit", "stdin"
 
 
 class RelaySignals:
@@ -122,16 +87,14 @@ class Exited:
         return 128 + self.signal if self.signal else 1
 
 
-_NAMES: dict[int, str] = {}
-
-
 def signal_name(signum: int | None) -> str | None:
     """SIGTERM for 15, and so on (None for None or an unknown number)."""
-    if not _NAMES:
-        for name in dir(signal):
-            if name.startswith("SIG") and not name.startswith(("SIG_", "SIGRT")):
-                _NAMES.setdefault(getattr(signal, name), name)
-    return _NAMES.get(signum) if signum is not None else None
+    if signum is None:
+        return None
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return None
 
 
 class Child:
@@ -155,31 +118,38 @@ class Child:
         self._stdin_data = stdin
         self._on_stdout = on_stdout
         self._on_stderr = on_stderr
-        self.proc: Spawned | None = None
+        self.proc: subprocess.Popen | None = None
         self.exited: Exited | None = None
-        self._watched = Watched()
-        self._open_pipes = 0
+        self._selector = selectors.DefaultSelector()
+        self._pipes: dict[int, Callable[[bytes], None]] = {}
         self._exited_at: float | None = None
         self._stdin_view = memoryview(stdin or b"")
         self._pidfd: int | None = None
 
     def start(self) -> None:
         """Launch the tree. Raises OSError (FileNotFoundError for a missing binary)."""
-        self.proc = Spawned(
-            self.argv, cwd=self._cwd, env=self._env, stdin_pipe=self._stdin_data is not None
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=self._cwd,
+            env=self._env,
+            stdin=subprocess.PIPE if self._stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
-        for fd, handler in (
+        for stream, handler in (
             (self.proc.stdout, self._on_stdout),
             (self.proc.stderr, self._on_stderr),
         ):
+            fd = stream.fileno()
             os.set_blocking(fd, False)
-            self._watched.add(fd, handler)
-            self._open_pipes += 1
+            self._selector.register(fd, selectors.EVENT_READ, handler)
+            self._pipes[fd] = handler
         if self.proc.stdin is not None:
-            os.set_blocking(self.proc.stdin, False)
-            self._watched.add(self.proc.stdin, None, write=True)
+            os.set_blocking(self.proc.stdin.fileno(), False)
+            self._selector.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, _STDIN)
         if self._signals is not None:
-            self._watched.add(self._signals.wakeup_fd, "wakeup")
+            self._selector.register(self._signals.wakeup_fd, selectors.EVENT_READ, _WAKEUP)
         self._watch_exit()
 
     def _watch_exit(self) -> None:
@@ -188,7 +158,7 @@ class Child:
             self._pidfd = os.pidfd_open(self.proc.pid)
         except (AttributeError, OSError):
             return
-        self._watched.add(self._pidfd, "exit")
+        self._selector.register(self._pidfd, selectors.EVENT_READ, _EXIT)
 
     @property
     def pid(self) -> int | None:
@@ -228,33 +198,34 @@ class Child:
                 return "signal"
             self._reap()
             if self.exited is not None:
-                done = self._open_pipes == 0 or stop_pipes_on_exit
+                done = not self._pipes or stop_pipes_on_exit
                 lingered = time.monotonic() - (self._exited_at or 0) > LINGER_S
                 if done or lingered:
-                    if self._open_pipes:
+                    if self._pipes:
                         self._drain_now()
                         self._close_pipes()
                     return "closed"
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 return "deadline"
-            idle = self.exited is not None or (self._open_pipes == 0 and self._pidfd is None)
+            idle = self.exited is not None or (not self._pipes and self._pidfd is None)
             wait = _POLL_S if idle else 0.25
             if deadline is not None:
                 wait = min(wait, max(0.0, deadline - now))
             self._select_once(wait)
 
     def _select_once(self, wait: float) -> None:
-        for fd, data in self._watched.ready(wait):
-            if data == "wakeup":
+        for key, _events in self._selector.select(wait):
+            data = key.data
+            if data == _WAKEUP:
                 self._signals.drain()
-            elif data == "exit":
-                self._watched.discard(fd)
+            elif data == _EXIT:
+                self._selector.unregister(key.fd)
                 self._reap()
-            elif data is None:
-                self._feed_stdin(fd)
+            elif data == _STDIN:
+                self._feed_stdin(key.fd)
             else:
-                self._read(fd, data)
+                self._read(key.fd, data)
 
     def _read(self, fd: int, handler: Callable[[bytes], None]) -> None:
         try:
@@ -266,8 +237,8 @@ class Child:
         if data:
             handler(data)
             return
-        self._watched.discard(fd)
-        self._open_pipes -= 1
+        self._selector.unregister(fd)
+        del self._pipes[fd]
 
     def _feed_stdin(self, fd: int) -> None:
         try:
@@ -281,21 +252,22 @@ class Child:
             self._close_stdin()
 
     def _close_stdin(self) -> None:
-        fd = self.proc.stdin
-        if fd is None:
+        stream = self.proc.stdin if self.proc else None
+        if stream is None:
             return
-        self._watched.discard(fd)
         try:
-            os.close(fd)
+            self._selector.unregister(stream.fileno())
+        except (KeyError, ValueError):
+            pass
+        try:
+            stream.close()
         except OSError:
             pass
         self.proc.stdin = None
 
     def _drain_now(self) -> None:
         """Read whatever is already waiting in the pipes, without blocking."""
-        for fd, handler in self._watched.readers():
-            if handler in ("wakeup", "exit"):
-                continue
+        for fd, handler in list(self._pipes.items()):
             while True:
                 try:
                     data = os.read(fd, READ_SIZE)
@@ -306,10 +278,9 @@ class Child:
                 handler(data)
 
     def _close_pipes(self) -> None:
-        for fd, (_write, data) in list(self._watched.entries.items()):
-            if data not in ("wakeup", "exit"):
-                self._watched.discard(fd)
-        self._open_pipes = 0
+        for fd in list(self._pipes):
+            self._selector.unregister(fd)
+        self._pipes.clear()
 
     def _reap(self) -> None:
         if self.exited is not None or self.proc is None:
@@ -321,16 +292,17 @@ class Child:
             self._close_stdin()
 
     def close(self) -> None:
-        """Release pipes and the watch list (the tree is left as it is)."""
+        """Release pipes, the pidfd and the selector (the tree is left as it is)."""
         self._close_pipes()
-        for fd in (self._signals.wakeup_fd if self._signals else None, self._pidfd):
-            if fd is not None:
-                self._watched.discard(fd)
+        self._selector.close()
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
         if self.proc is not None:
-            self.proc.close()
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+            self._close_stdin()
 
 
 def is_missing_binary(error: OSError, cwd: str | None) -> bool:

@@ -13,6 +13,7 @@ that did not succeed.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -20,7 +21,7 @@ from .. import registry
 from ..errors import UserError
 from ..jsjson import js_trim
 from .adapter import Adapter, State
-from .child import Child, RelaySignals, is_missing_binary, signal, signal_name
+from .child import Child, RelaySignals, is_missing_binary, signal_name
 from .gitstate import Tripwire, touched_files
 from .options import HelpRequested, Usage, check_directory, parse
 from .report import help_text, summary
