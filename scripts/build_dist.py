@@ -4,8 +4,11 @@
     python3 scripts/build_dist.py          write the generated files
     python3 scripts/build_dist.py --check  exit 1 if any differs from what is on disk
 
-Sources: the core's registry (src/delegate_skills/registry.py) and the
-templates under scripts/templates/.
+Sources: the core's registry (src/delegate_skills/registry.py), the
+templates under scripts/templates/, and the core itself (src/ and relays/),
+of which each skill folder carries the modules its scripts import under
+scripts/delegate_skills/. Files in those bundled packages that the core no
+longer has are removed on write and reported by --check.
 """
 
 from __future__ import annotations
@@ -13,20 +16,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from distgen import skills  # noqa: E402
+from distgen import core, skills  # noqa: E402
 from distgen.schema import fleet_schema  # noqa: E402
 
 from delegate_skills import registry  # noqa: E402
+from delegate_skills.skillscripts.entry import SCRIPT_MODULES  # noqa: E402
 
 TEMPLATES = os.path.join(ROOT, "scripts", "templates")
 SETUP_SCRIPTS = ("config.py", "lane.py", "discover.py")
-IMPLEMENTER_SCRIPTS = ("relay.py", "lane.py", "config.py", "discover.py")
+IMPLEMENTER_SCRIPTS = ("relay.py", "lane.py", "config.py", "discover.py", "runs.py")
 
 
 def read_template(name: str) -> str:
@@ -60,6 +65,16 @@ def readme_with_table(keys: list[str]) -> bytes | None:
     return (head + block + tail).encode()
 
 
+def bundled_core(skill: str, scripts: tuple[str, ...], key: str | None = None) -> dict[str, bytes]:
+    """The core modules a skill's scripts import, at their places in the skill folder."""
+    roots = [SCRIPT_MODULES[script[:-3]] for script in scripts]
+    roots.append("delegate_skills.skillscripts.entry")
+    if key is not None:
+        roots.append(f"delegate_skills.relays.{key}")
+    found = core.bundle_files(core.Tree(ROOT), roots)
+    return {f"skills/{skill}/{path}": data for path, data in found.items()}
+
+
 def outputs() -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     schema = json.dumps(fleet_schema(), indent=2, ensure_ascii=False) + "\n"
@@ -68,12 +83,14 @@ def outputs() -> dict[str, bytes]:
     keys = relay_keys()
     for script in SETUP_SCRIPTS:
         files[f"skills/delegate-setup/scripts/{script}"] = entry
+    files.update(bundled_core("delegate-setup", SETUP_SCRIPTS))
     for path, text in skills.setup_skill().items():
         files[path] = text.encode()
     for key in keys:
         skill = registry.BY_KEY[key].skill
         for script in IMPLEMENTER_SCRIPTS:
             files[f"skills/{skill}/scripts/{script}"] = entry
+        files.update(bundled_core(skill, IMPLEMENTER_SCRIPTS, key))
         for path, text in skills.implementer_skill(key).items():
             files[path] = text.encode()
     files["skills.sh.json"] = skills.skills_json(keys).encode()
@@ -91,25 +108,57 @@ def _on_disk(path: str) -> bytes | None:
         return None
 
 
+def stale_files(files: dict[str, bytes], root: str = ROOT) -> list[str]:
+    """Files inside the bundled packages that the generator no longer makes."""
+    stale = []
+    skills_dir = os.path.join(root, "skills")
+    for skill in sorted(os.listdir(skills_dir)):
+        bundle = os.path.join(skills_dir, skill, *core.BUNDLE_DIR.split("/"))
+        for folder, dirs, names in os.walk(bundle):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(names):
+                path = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+                if path not in files:
+                    stale.append(path)
+    return stale
+
+
+def _remove_empty_parents(folder: str) -> None:
+    """Remove `folder` and its parents up to scripts/ while they hold nothing but bytecode."""
+    while os.path.basename(folder) != "scripts":
+        leftovers = [name for name in os.listdir(folder) if name != "__pycache__"]
+        if leftovers:
+            return
+        shutil.rmtree(folder)
+        folder = os.path.dirname(folder)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail when a file would change")
     args = parser.parse_args(argv)
     files = outputs()
     drifted = [path for path, data in files.items() if _on_disk(path) != data]
+    stale = stale_files(files)
     if args.check:
         for path in drifted:
             print(f"out of date: {path}", file=sys.stderr)
-        if drifted:
+        for path in stale:
+            print(f"no longer generated: {path}", file=sys.stderr)
+        if drifted or stale:
             print("run: python3 scripts/build_dist.py", file=sys.stderr)
             return 1
         return 0
+    for path in stale:
+        os.unlink(os.path.join(ROOT, path))
+        print(f"removed {path}")
+        _remove_empty_parents(os.path.dirname(os.path.join(ROOT, path)))
     for path in drifted:
         full = os.path.join(ROOT, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "wb") as handle:
             handle.write(files[path])
-        if path.endswith(".py") and path.startswith("skills/"):
+        if path.startswith("skills/") and path.count("/") == 3 and path.endswith(".py"):
             os.chmod(full, 0o755)
         print(f"wrote {path}")
     return 0

@@ -65,10 +65,10 @@ def relay_script(key: str) -> Path:
 def relay_argv(key: str, *args: str) -> list[str]:
     """How tests start a relay: this interpreter with -S.
 
-    The dispatch path needs only the standard library and the skill script
-    finds the core in this checkout, so site-packages (and whatever .pth files
-    the machine keeps there, which can cost a tenth of a second per start) are
-    skipped. test_entry_scripts covers the script running with site-packages.
+    The skill script runs the core bundled beside it, standard library only,
+    so site-packages (and whatever .pth files the machine keeps there, which
+    can cost a tenth of a second per start) are skipped. test_entry_scripts
+    covers the script running with site-packages, test_lone_skills with -I.
     """
     return [sys.executable, "-S", str(relay_script(key)), *args]
 

@@ -1,69 +1,46 @@
 """The bundle as the Skills CLI (`npx skills`) sees it: listed whole, installed by copy.
 
-Needs Node 22.20 or newer and the Skills CLI 1.7.4, which the test suite does
-not install. Point the test at them, or it is skipped with the reason:
-
-    DELEGATE_TEST_NODE=/path/to/node               (default: `node` on PATH)
-    DELEGATE_TEST_SKILLS_CLI=/path/to/skills/bin/cli.mjs
-    # or, to let npx fetch it from the registry:
-    DELEGATE_TEST_SKILLS_NPX=1
+Runs the real Skills CLI 1.7.4 (see skillscli.py for how it and a Node new
+enough for it are provisioned from the npm registry).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+import skillscli
+from conftest import ROOT, make_repo
+from fakes import Fake
+from pythons import PYTHONS
 
-SKILLS_CLI_VERSION = "1.7.4"
-MIN_NODE = (22, 20)
 ALL_SKILLS = sorted(path.name for path in (ROOT / "skills").iterdir() if path.is_dir())
 
 
-def _node() -> str | None:
-    return os.environ.get("DELEGATE_TEST_NODE") or shutil.which("node")
-
-
-def _node_version(node: str) -> tuple[int, ...] | None:
+@pytest.fixture(scope="session")
+def skills_command() -> list[str]:
     try:
-        done = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
-    except OSError:
-        return None
-    match = re.match(r"v(\d+)\.(\d+)", done.stdout.strip())
-    return tuple(int(part) for part in match.groups()) if match else None
+        return skillscli.command()
+    except skillscli.Unavailable as why:
+        pytest.skip(f"Skills CLI not available: {why}")
 
 
-def _skills_command() -> tuple[list[str] | None, str]:
-    """The argv prefix that runs the Skills CLI, or None and why not."""
-    node = _node()
-    version = _node_version(node) if node else None
-    if version is None or version < MIN_NODE:
-        found = ".".join(map(str, version)) if version else "none"
-        return None, f"needs Node {'.'.join(map(str, MIN_NODE))}+ (found {found})"
-    cli = os.environ.get("DELEGATE_TEST_SKILLS_CLI")
-    if cli:
-        return [node, cli], ""
-    npx = shutil.which("npx", path=os.path.dirname(node)) or shutil.which("npx")
-    if os.environ.get("DELEGATE_TEST_SKILLS_NPX") == "1" and npx:
-        return [npx, "-y", f"skills@{SKILLS_CLI_VERSION}"], ""
-    return None, (
-        "set DELEGATE_TEST_SKILLS_CLI to the Skills CLI's bin/cli.mjs "
-        f"(npm install skills@{SKILLS_CLI_VERSION}) or DELEGATE_TEST_SKILLS_NPX=1"
-    )
+def bare_python() -> str:
+    """A Python with nothing of ours installed: the system's, else the first one found."""
+    for candidate in ("/usr/bin/python3", *[p for p in PYTHONS.values() if p]):
+        if os.path.isfile(candidate):
+            return candidate
+    pytest.skip("no interpreter outside the test environment found")
 
 
-SKILLS_COMMAND, WHY_NOT = _skills_command()
-pytestmark = pytest.mark.skipif(SKILLS_COMMAND is None, reason=WHY_NOT)
-
-
-def skills_cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
-    node_dir = os.path.dirname(SKILLS_COMMAND[0])
+def skills_cli(
+    command: list[str], *args: str, cwd: Path, home: Path
+) -> subprocess.CompletedProcess:
+    node_dir = os.path.dirname(command[0])
     env = {
         **os.environ,
         "HOME": str(home),
@@ -74,7 +51,7 @@ def skills_cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
     }
     env.pop("XDG_CONFIG_HOME", None)
     return subprocess.run(
-        [*SKILLS_COMMAND, *args],
+        [*command, *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -84,24 +61,25 @@ def skills_cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
     )
 
 
-def test_it_is_the_pinned_skills_cli(tmp_path):
-    done = skills_cli("--version", cwd=tmp_path, home=tmp_path)
-    assert done.stdout.strip() == SKILLS_CLI_VERSION, done
+def test_it_is_the_pinned_skills_cli(skills_command, tmp_path):
+    done = skills_cli(skills_command, "--version", cwd=tmp_path, home=tmp_path)
+    assert done.stdout.strip() == skillscli.SKILLS_CLI_VERSION, done
 
 
-def test_lists_all_eighteen_skills(tmp_path):
-    done = skills_cli("add", str(ROOT), "--list", cwd=tmp_path, home=tmp_path)
+def test_lists_all_eighteen_skills(skills_command, tmp_path):
+    done = skills_cli(skills_command, "add", str(ROOT), "--list", cwd=tmp_path, home=tmp_path)
     assert done.returncode == 0, done
     listed = set(re.findall(r"\b([a-z]+-delegate|delegate-setup)\b", done.stdout))
     assert sorted(listed) == ALL_SKILLS
     assert len(ALL_SKILLS) == 18
 
 
-def test_installs_a_working_copy_for_claude_code(tmp_path):
-    project = tmp_path / "project"
-    project.mkdir()
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
+def test_installs_a_copy_for_claude_code_that_dispatches_with_a_bare_python(
+    skills_command, tmp_path
+):
+    project = make_repo(tmp_path / "project")
     done = skills_cli(
+        skills_command,
         "add",
         str(ROOT),
         "--skill",
@@ -122,8 +100,24 @@ def test_installs_a_working_copy_for_claude_code(tmp_path):
         "review-and-land.md",
         "writing-the-brief.md",
     ]
-    helped = subprocess.run(
-        [sys.executable, str(relay), "--help"], capture_output=True, text=True, timeout=60
+    assert (installed / "scripts" / "delegate_skills" / "relay" / "engine.py").is_file()
+
+    fake = Fake(tmp_path / "fake")
+    fake.install("codex")
+    fake.script({"run": {"actions": [{"write": ["DONE", "yes\n"]}]}})
+    brief = tmp_path / "brief.txt"
+    brief.write_text("Write DONE.\n")
+    out = tmp_path / "out"
+    args = ["--brief", str(brief), "--cd", str(project), "--out-dir", str(out)]
+    ran = subprocess.run(
+        [bare_python(), "-I", "-S", str(relay), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=fake.env(),
+        stdin=subprocess.DEVNULL,
     )
-    assert helped.returncode == 0, helped
-    assert "codex-delegate" in helped.stdout and "--read-only" in helped.stdout
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed"
+    assert "?? DONE" in result["touchedFiles"]

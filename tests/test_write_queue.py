@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import PYTHON, delegate
 
 from delegate_skills import validation
@@ -127,3 +128,82 @@ def test_sigkilled_writers_never_leave_a_broken_file_or_a_blocking_lock(repo):
         assert f"after{round_}" in json.loads(config.read_text())["lanes"]
         leftovers = [p.name for p in config.parent.iterdir() if p.name != "config.json"]
         assert leftovers == []
+
+
+#: Run by a bare Python (-I -S: no filelock) from a skill folder's bundled core:
+#: take the write queue's lock on argv[1] with timeout argv[2], say whether it
+#: was had, hold it until stdin closes.
+BARE_LOCKER = """
+import sys
+sys.path.insert(0, sys.argv[3])
+from delegate_skills import store
+lock, timed_out = store._make_lock(sys.argv[1], float(sys.argv[2]))
+print(type(lock).__name__, flush=True)
+try:
+    lock.acquire()
+except timed_out:
+    print("busy", flush=True)
+    raise SystemExit(0)
+print("held", flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+def _bare_locker(lock: Path, timeout: float) -> subprocess.Popen:
+    from conftest import SETUP_SCRIPTS
+
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            BARE_LOCKER,
+            str(lock),
+            str(timeout),
+            str(SETUP_SCRIPTS),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_bare_python_lock_holds_off_filelock(tmp_path):
+    """Without filelock, a skill folder's writer takes the same lock filelock takes."""
+    from filelock import FileLock, Timeout
+
+    path = tmp_path / "config.json.lock"
+    proc = _bare_locker(path, 5)
+    try:
+        assert proc.stdout.readline().strip() == "_FlockLock"
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(Timeout):
+            FileLock(str(path), timeout=0).acquire()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
+    with FileLock(str(path), timeout=0):
+        pass
+
+
+def test_filelock_holds_off_a_bare_python_writer(tmp_path):
+    from filelock import FileLock
+
+    path = tmp_path / "config.json.lock"
+    with FileLock(str(path), timeout=0):
+        proc = _bare_locker(path, 0)
+        try:
+            out, _err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert out.split() == ["_FlockLock", "busy"]
+    proc = _bare_locker(path, 0)
+    try:
+        assert proc.stdout.readline().strip() == "_FlockLock"
+        assert proc.stdout.readline().strip() == "held"
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)

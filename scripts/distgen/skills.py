@@ -237,8 +237,8 @@ def description(adapter) -> str:
 def compatibility(adapter) -> str:
     text = (
         f"Needs the `{adapter.binary}` CLI installed and signed in ({adapter.impl.login}), "
-        "git, and Python 3.10+ with the delegate-skills package (python3 -m pip install "
-        "delegate-skills). The orchestrating agent needs a shell tool and file reads."
+        "git, and Python 3.10+ (standard library only: the scripts carry the code they run, "
+        "nothing to pip-install). The orchestrating agent needs a shell tool and file reads."
     )
     return _wrap(text).replace("\n", "\n  ")
 

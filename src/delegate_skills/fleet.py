@@ -123,21 +123,6 @@ def read_document_file(path: str, label: str | None = None) -> dict:
     return parse_document(jsjson.decode_utf8(raw), label)
 
 
-def check_against_schema(document: dict, label: str) -> None:
-    """Check `document` against schema/delegate-fleet.v1.json with jsonschema.
-
-    The rules in validation.py are stricter than the schema, so this only
-    fails if the two have drifted apart; it runs where a user writes or
-    validates a file, never on the dispatch path.
-    """
-    from .schema import fleet_validator
-
-    error = next(iter(fleet_validator().iter_errors(document)), None)
-    if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path) or "(document)"
-        raise InvalidDocument(f"{label}: {where}: {error.message}")
-
-
 class Target:
     """Where a scope's config lives, and the write queue that guards it."""
 

@@ -4,11 +4,14 @@ Atomic replace: the new bytes go to a unique temp file beside the target, are
 flushed and fsynced, then renamed over it, so a reader sees the old file or
 the new one and never half of either.
 
-The write queue is a `filelock` lock file. A writer takes the lock, loads the
-file as it is now, applies its own small change, replaces the file and lets
-go. The kernel drops the lock of a writer that dies, so a killed writer never
-blocks the next one; temp files such a writer left behind are swept by the
-next writer, which is the only one that can be writing temps at that moment.
+The write queue is a lock file beside the target, locked with `filelock`, or
+with `fcntl.flock` where `filelock` is not installed (a skill folder run by a
+bare Python): filelock takes the same flock on the same file, so writers of
+either kind queue behind each other. A writer takes the lock, loads the file
+as it is now, applies its own small change, replaces the file and lets go. The
+kernel drops the lock of a writer that dies, so a killed writer never blocks
+the next one; temp files such a writer left behind are swept by the next
+writer, which is the only one that can be writing temps at that moment.
 Reads never lock.
 """
 
@@ -16,10 +19,13 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from .errors import UserError
 
 QUEUE_TIMEOUT_S = 60.0
+#: How often a writer without filelock tries the lock again while it waits.
+_RETRY_S = 0.05
 _TEMP_SUFFIX = ".tmp"
 
 
@@ -112,6 +118,50 @@ def lock_path_for(target: str) -> str:
     return f"{target}.lock"
 
 
+class LockTimeout(Exception):
+    pass
+
+
+class _FlockLock:
+    """An exclusive flock on `path`, as filelock's Unix lock takes it."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self._path = path
+        self._timeout = timeout
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        ends = time.monotonic() + self._timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= ends:
+                    os.close(fd)
+                    raise LockTimeout(self._path) from None
+                time.sleep(_RETRY_S)
+                continue
+            self._fd = fd
+            return
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+def _make_lock(path: str, timeout: float):
+    """filelock's lock where it is installed, else the same flock taken by hand."""
+    try:
+        from filelock import FileLock, Timeout
+    except ImportError:
+        return _FlockLock(path, timeout), LockTimeout
+    return FileLock(path, timeout=timeout), Timeout
+
+
 class queue:  # lower case: used as `with store.queue(...)`, like a function
     """Hold the write queue at `lock_path` while the caller rewrites `targets`.
 
@@ -125,13 +175,11 @@ class queue:  # lower case: used as `with store.queue(...)`, like a function
         self._lock = None
 
     def __enter__(self) -> None:
-        from filelock import FileLock, Timeout
-
         os.makedirs(os.path.dirname(self._lock_path) or ".", exist_ok=True)
-        self._lock = FileLock(self._lock_path, timeout=QUEUE_TIMEOUT_S)
+        self._lock, timed_out = _make_lock(self._lock_path, QUEUE_TIMEOUT_S)
         try:
             self._lock.acquire()
-        except Timeout:
+        except timed_out:
             raise UserError(
                 f"another writer has held {self._lock_path} for {QUEUE_TIMEOUT_S:.0f}s; "
                 "wait for it to finish, then retry"

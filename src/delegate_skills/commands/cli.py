@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .. import fleet, jsjson, lanes, registry
+from .. import fleet, jsjson, lanes, registry, schema
 from ..errors import UserError
 from .clirun import run_group
 
@@ -57,7 +57,7 @@ def config_load(cwd: str | None) -> None:
 def config_validate(file: str) -> None:
     """Check FILE against delegate-fleet.v1 without writing anything."""
     document = fleet.read_document_file(os.path.abspath(file), file)
-    fleet.check_against_schema(document, file)
+    schema.check_fleet(document, file)
     _print_json({"ok": True, "path": os.path.abspath(file), "lanes": list(document["lanes"])})
 
 
@@ -68,7 +68,7 @@ def config_validate(file: str) -> None:
 def config_write(scope: str, cwd: str | None, file: str) -> None:
     """Replace a scope's config with FILE. A project write approves it."""
     document = fleet.read_document_file(os.path.abspath(file), file)
-    fleet.check_against_schema(document, file)
+    schema.check_fleet(document, file)
     _print_json(fleet.write_document(scope, _cwd(cwd), document))
 
 
@@ -349,8 +349,7 @@ def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
             f"delegate: {out_dir}: the relay ended without writing a result (lost)", err=True
         )
         sys.exit(1)
-    code = run.result.get("exitCode")
-    sys.exit(code if isinstance(code, int) and 0 <= code < 256 else 1)
+    sys.exit(runs_module.exit_code_of(run))
 
 
 # ---------------------------------------------------------------- mcp
@@ -362,7 +361,8 @@ def mcp_group(ctx: click.Context) -> None:
     """Serve the read and dispatch commands as MCP tools over stdio.
 
     Nothing it offers writes or approves config, edits lanes or deletes
-    anything. Needs the `mcp` extra: python3 -m pip install 'delegate-skills[mcp]'.
+    anything. Needs the `mcp` package beside delegate: install with the `mcp`
+    extra (pipx install '<checkout>[mcp]') or add it (pipx inject delegate-skills mcp).
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -370,7 +370,9 @@ def mcp_group(ctx: click.Context) -> None:
         import mcp  # noqa: F401
     except ImportError:
         raise UserError(
-            "the MCP server needs the official SDK: python3 -m pip install 'delegate-skills[mcp]'"
+            "the MCP server needs the `mcp` package where delegate runs: "
+            f"{sys.executable} -m pip install 'mcp>=2,<3' "
+            "(under pipx: pipx inject delegate-skills 'mcp>=2,<3')"
         ) from None
     from .mcp_server import serve
 
@@ -434,22 +436,6 @@ def relay_command(key: str, args: tuple[str, ...]) -> None:
 
 
 # ---------------------------------------------------------------- plumbing
-
-
-@cli.command(
-    "_entry",
-    hidden=True,
-    add_help_option=False,
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
-@click.argument("script")
-@click.argument("skill_dir")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def entry_command(script: str, skill_dir: str, args: tuple[str, ...]) -> None:
-    """Run a skill script for an interpreter that lacks the core."""
-    from ..skillscripts.entry import run
-
-    sys.exit(run(script, skill_dir, list(args)))
 
 
 def _register_skills() -> None:

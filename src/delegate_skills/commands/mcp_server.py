@@ -5,7 +5,7 @@ the server holds no logic of its own. Nothing here writes or approves a
 config, edits a lane or removes anything: those stay with the user, at the
 command line.
 
-Needs the optional `mcp` extra: python3 -m pip install 'delegate-skills[mcp]'.
+Needs the optional `mcp` package (the `mcp` extra of delegate-skills).
 """
 
 from __future__ import annotations

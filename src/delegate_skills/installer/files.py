@@ -10,7 +10,9 @@ from .. import __version__, jsjson, store
 from ..errors import UserError
 
 WRITTEN_BY = f"delegate-skills {__version__}"
-UPGRADE_HINT = "upgrade delegate-skills (pip install --upgrade delegate-skills)"
+UPGRADE_HINT = (
+    "upgrade delegate-skills (reinstall it from a newer checkout: pipx install --force <checkout>)"
+)
 
 
 class Corrupt(Exception):

@@ -646,7 +646,7 @@ def _unknown_problem(scope: Scope, item: dict) -> dict:
         "dir": None,
         "problem": f"unknown entry: {item['problem']}",
         "fix": "kept as is; a delegate-skills that knows it can act on it "
-        "(pip install --upgrade delegate-skills), or remove it from the lockfile",
+        "(pipx install --force <newer checkout>), or remove it from the lockfile",
     }
 
 

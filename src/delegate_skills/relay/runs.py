@@ -193,3 +193,11 @@ def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
         if not run.exists and now - started > APPEAR_S:
             raise UserError(f"{out_dir}: no relay run appeared there in {APPEAR_S:.0f}s")
         time.sleep(WAIT_POLL_S)
+
+
+def exit_code_of(run: Run) -> int:
+    """What waiting on a finished run exits with: its exit code, or 1 when it was lost."""
+    code = (run.result or {}).get("exitCode")
+    if run.result is None or not isinstance(code, int) or not 0 <= code < 256:
+        return 1
+    return code

@@ -35,3 +35,18 @@ def validator(name: str):
 
 def fleet_validator():
     return validator("delegate-fleet.v1")
+
+
+def check_fleet(document: dict, label: str) -> None:
+    """Check `document` against delegate-fleet.v1.json; raises InvalidDocument.
+
+    The rules in validation.py are stricter than the schema, so this only
+    fails if the two have drifted apart. It runs where the `delegate` command
+    validates or writes a file; a skill folder's scripts apply the rules alone.
+    """
+    from ..validation import InvalidDocument
+
+    error = next(iter(fleet_validator().iter_errors(document)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(document)"
+        raise InvalidDocument(f"{label}: {where}: {error.message}")

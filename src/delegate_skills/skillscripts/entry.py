@@ -7,9 +7,22 @@ file name and skill folder.
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 
 SKILL_SUFFIX = "-delegate"
+
+#: Each script and the module whose `main` it runs. scripts/build_dist.py
+#: bundles into a skill folder what these modules import, so this table is
+#: also the list of what a skill folder's scripts may reach.
+SCRIPT_MODULES = {
+    "relay": "delegate_skills.relay.main",
+    "lane": "delegate_skills.skillscripts.lane",
+    "config": "delegate_skills.skillscripts.config",
+    "discover": "delegate_skills.skillscripts.discover",
+    "runs": "delegate_skills.skillscripts.runs",
+}
 
 
 def skill_key(skill_dir: str) -> str | None:
@@ -34,25 +47,14 @@ def skill_key(skill_dir: str) -> str | None:
 
 def run(script: str, skill_dir: str, argv: list[str]) -> int:
     stem = script[:-3] if script.endswith(".py") else script
-    if stem == "lane":
-        from .lane import main
-    elif stem == "config":
-        from .config import main
-    elif stem == "discover":
-        from .discover import main
-    elif stem == "relay":
-        from ..relay.main import main as relay_main
-
-        key = skill_key(skill_dir)
-        if key is None:
-            import sys
-
-            sys.stderr.write(f"relay: cannot tell which implementer {skill_dir} is for\n")
-            return 2
-        return relay_main(key, argv)
-    else:
-        import sys
-
+    if stem not in SCRIPT_MODULES:
         sys.stderr.write(f"{script}: not a delegate-skills script\n")
         return 2
-    return main(argv)
+    module = importlib.import_module(SCRIPT_MODULES[stem])
+    if stem != "relay":
+        return module.main(argv)
+    key = skill_key(skill_dir)
+    if key is None:
+        sys.stderr.write(f"relay: cannot tell which implementer {skill_dir} is for\n")
+        return 2
+    return module.main(key, argv)

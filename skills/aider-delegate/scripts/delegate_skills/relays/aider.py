@@ -1,0 +1,401 @@
+"""Aider (`aider --message-file`): brief by file, plain-text stdout as the report.
+
+Aider commits on its own by default; every run here pins `--no-auto-commits`
+and `--no-dirty-commits` (with the other fixed switches in PINS), and nothing
+the relay accepts, flag or lane, can take them away. `--yes-always` answers
+aider's questions, `--no-suggest-shell-commands` keeps it from proposing
+commands to run.
+
+`--read-only` is aider's `--dry-run`, which still writes its chat history and
+repo-map cache into the repository. A read-only run therefore points the
+history files into the run dir and passes `--map-tokens 0`, the only switch
+that keeps `.aider.tags.cache.v4/` from being created (aider 0.86.2 has no
+flag to move it). Resuming copies the repository's chat history into the run
+dir first, so `--restore-chat-history` still has something to restore. Two
+more dry-run writes are headed off: outside a git work tree `--no-git` keeps
+aider from running `git init` there, and a repository with no git identity
+gets one through GIT_CONFIG_* variables instead of aider writing a
+placeholder into its .git/config.
+
+Aider exits 0 even when it never reached a model. Its output is scanned, line
+by line as it arrives, for the failures it prints (litellm errors, missing
+keys, unreachable endpoints); a report that merely mentions an API key does
+not count. stdout is copied whole to stdout.txt; memory keeps only its tail.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+
+from delegate_skills import gitmeta
+from delegate_skills.jsjson import js_trim
+from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.engine import STDERR_NAME
+from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
+
+#: Switches every run gets, in this order. None of them can be turned off.
+PINS = (
+    "--yes-always",
+    "--no-suggest-shell-commands",
+    "--no-auto-commits",
+    "--no-dirty-commits",
+    "--no-gitignore",
+    "--no-analytics",
+    "--no-check-update",
+    "--no-detect-urls",
+    "--no-pretty",
+    "--no-stream",
+)
+#: Relay flags whose value becomes its own aider argument.
+OPTION_VALUES = (("--model", "model"), ("--api-base", "apiBase"), ("--edit-format", "editFormat"))
+STDOUT_NAME = "stdout.txt"
+#: Where a read-only run keeps aider's history files (in the run dir).
+CHAT_HISTORY = "aider.chat.history.md"
+INPUT_HISTORY = "aider.input.history"
+LLM_HISTORY = "aider.llm.history"
+#: aider's own default chat history, at the top of the work tree.
+REPO_CHAT_HISTORY = ".aider.chat.history.md"
+#: What git is told on a read-only run that has no identity configured.
+READ_ONLY_IDENTITY = (
+    ("user.name", "aider read-only run"),
+    ("user.email", "aider-read-only@localhost.invalid"),
+)
+#: The most stdout text kept in memory for the report (the rest is in stdout.txt).
+MAX_REPORT_CHARS = 1_048_576
+#: The most of one line examined for a failure.
+MAX_LINE_CHARS = 65_536
+_READ_SIZE = 65_536
+
+#: The failures aider prints but does not exit on, most specific first. Each
+#: is tried against one line at a time; the first pattern that matched any
+#: line names the failure.
+_FAILURES = tuple(
+    re.compile(pattern, re.IGNORECASE | re.ASCII)
+    for pattern in (
+        r".{0,60}?litellm\.(?:APIConnectionError|AuthenticationError|BadRequestError"
+        r"|RateLimitError|NotFoundError|InternalServerError|Timeout)\b",
+        r"\s*(?:Error|Warning) connecting to ",
+        r"\s*(?:Error|Warning):?\s*(?:\w+_API_KEY|API key)\b.*"
+        r"\b(?:not set|not found|missing|invalid)\b",
+        r"\s*The API provider is not able to authenticate you\b",
+        r"\s*Unable to (?:connect|reach)\s+(?:the\s+)?"
+        r"(?:model|endpoint|server|host|API|provider|https?:)",
+    )
+)
+#: Where a line ends, as JavaScript's multiline `^` sees it.
+_LINE_BREAK = re.compile("[\r\n\u2028\u2029]")
+
+
+class FailureWatch:
+    """Finds aider's failure lines in a text stream, holding at most one line."""
+
+    def __init__(self) -> None:
+        self.found: dict[int, str] = {}
+        self._partial = ""
+        self._overlong = False
+
+    def feed(self, text: str) -> None:
+        pieces = _LINE_BREAK.split(self._partial + text)
+        self._partial = pieces.pop()
+        for line in pieces:
+            self._line(line)
+            self._overlong = False
+        if len(self._partial) > MAX_LINE_CHARS:
+            self._line(self._partial)
+            self._partial, self._overlong = "", True
+
+    def end_line(self) -> None:
+        self.feed("\n")
+
+    def _line(self, line: str) -> None:
+        if self._overlong or len(self.found) == len(_FAILURES):
+            return
+        for index, pattern in enumerate(_FAILURES):
+            if index not in self.found:
+                match = pattern.match(line)
+                if match:
+                    self.found[index] = js_trim(match.group(0))
+
+    @property
+    def failure(self) -> str | None:
+        return self.found[min(self.found)] if self.found else None
+
+
+class AiderState(State):
+    def __init__(self, opts: dict) -> None:
+        super().__init__(opts)
+        self.watch = FailureWatch()
+        #: The tail of stdout kept for the report, and how much was cut before it.
+        self.chunks: list[str] = []
+        self.size = 0
+        self.dropped = 0
+        self.verdict: str | None = None
+        self.judged = False
+
+    def keep_tail(self) -> None:
+        """Keep at most MAX_REPORT_CHARS of stdout, the latest."""
+        cut = self.size - MAX_REPORT_CHARS
+        if cut > 0:
+            self.chunks = ["".join(self.chunks)[cut:]]
+            self.size -= cut
+            self.dropped += cut
+
+
+def _under(cd: str, path: str) -> str:
+    """`path` made absolute against --cd (an absolute path stays as it is)."""
+    return os.path.abspath(os.path.join(cd, path))
+
+
+def _read_or_empty(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+class Aider(Adapter):
+    key = "aider"
+    display = "Aider"
+    label = "aider"
+    tool = "aider"
+    version_field = "aiderVersion"
+    install_hint = "Get Aider (https://aider.chat/docs/install.html) and give it a model and key."
+    session_field = ""
+    write_access = "edits applied; aider's own commits always off"
+    read_only_route = "`--read-only`: `aider --dry-run`, history kept in the run dir"
+    about = (
+        "Hands a brief to Aider (`aider --message-file <run dir>/brief.txt`); aider's\n"
+        "plain-text stdout is the report. Aider's own commits are always off\n"
+        "(--no-auto-commits, --no-dirty-commits), whatever the flags or the lane say.\n"
+        "--read-only is aider's --dry-run with its history files kept in the run dir\n"
+        "and the repo map off (--map-tokens 0), so the repository is left as it was.\n"
+        "A run that printed a model or endpoint failure is reported failed even\n"
+        "though aider exits 0. All of aider's stdout is kept in stdout.txt."
+    )
+    default_timeout = "30m"
+    brief_via = "file"
+    parser = "text"
+    events_name = STDOUT_NAME
+    stderr_file = True
+    path_fields = ("brief", "final", "stderr")
+    flags = (
+        value_flag(
+            "--api-base",
+            "apiBase",
+            "<url>",
+            "OpenAI-compatible endpoint (aider --openai-api-base).",
+            flagged=False,
+        ),
+        value_flag("--edit-format", "editFormat", "<fmt>", "Aider edit format (diff, whole, …)."),
+        Flag(
+            "--architect",
+            sets={"architect": True},
+            flags=("editFormat",),
+            help="Architect mode; not with --edit-format.",
+        ),
+        Flag(
+            "--file",
+            "files",
+            metavar="<path>",
+            append=True,
+            help="Add a file to the chat for editing (repeatable).",
+        ),
+        Flag(
+            "--read",
+            "reads",
+            metavar="<path>",
+            append=True,
+            help="Add a file to the chat as read-only context (repeatable).",
+        ),
+        switch_flag("--subtree-only", "subtreeOnly", "Only consider files under --cd."),
+        switch_flag(
+            "--read-only",
+            "readOnly",
+            "aider --dry-run; history kept in the run dir, repo map off.",
+            flagged=True,
+        ),
+        switch_flag(
+            "--resume-last", "resumeLast", "Restore aider's chat history (--restore-chat-history)."
+        ),
+        value_flag(
+            "--history-file",
+            "historyFile",
+            "<path>",
+            "Aider's chat history (--chat-history-file), read on resume; read-only "
+            "runs without it keep theirs in the run dir.",
+            flagged=False,
+        ),
+    )
+
+    def defaults(self) -> dict:
+        return {
+            "apiBase": None,
+            "editFormat": None,
+            "architect": False,
+            "files": [],
+            "reads": [],
+            "subtreeOnly": False,
+            "readOnly": False,
+            "resumeLast": False,
+            "historyFile": None,
+        }
+
+    def validate(self, opts: dict) -> None:
+        check_exclusive(opts, ("architect", "--architect"), ("editFormat", "--edit-format"))
+        for field in ("files", "reads"):
+            opts[field] = [_under(opts["cd"], path) for path in opts[field]]
+        if opts["historyFile"]:
+            opts["historyFile"] = _under(opts["cd"], opts["historyFile"])
+        for flag, field in OPTION_VALUES:
+            value = opts[field]
+            if value and value.startswith("-"):
+                raise Usage(
+                    f'{flag} value "{value}" starts with "-"; aider would read it as an option'
+                )
+        self.watchdog_ms(opts)
+
+    def child_env(self, opts: dict) -> dict[str, str]:
+        env = dict(os.environ)
+        if opts["readOnly"]:
+            _lend_identity(env, opts["cd"])
+        return env
+
+    def extra_artifacts(self, opts: dict, run) -> dict[str, bytes]:
+        if not opts["readOnly"]:
+            return {}
+        chat = b""
+        if opts["resumeLast"] and not opts["historyFile"]:
+            root = gitmeta.repo_paths(opts["cd"]).toplevel or opts["cd"]
+            chat = _read_or_empty(os.path.join(root, REPO_CHAT_HISTORY))
+        artifacts = {INPUT_HISTORY: b"", LLM_HISTORY: b""}
+        if not opts["historyFile"]:
+            artifacts[CHAT_HISTORY] = chat
+        return artifacts
+
+    def build_argv(self, opts: dict, run) -> list[str]:
+        argv = list(PINS)
+        if opts["model"]:
+            argv += ["--model", opts["model"]]
+        if opts["apiBase"]:
+            argv += ["--openai-api-base", opts["apiBase"]]
+        if opts["architect"]:
+            argv.append("--architect")
+        elif opts["editFormat"]:
+            argv += ["--edit-format", opts["editFormat"]]
+        if opts["subtreeOnly"]:
+            argv.append("--subtree-only")
+        if opts["readOnly"]:
+            argv.append("--dry-run")
+        if opts["resumeLast"]:
+            argv.append("--restore-chat-history")
+        chat = opts["historyFile"] or (run.file(CHAT_HISTORY) if opts["readOnly"] else None)
+        if chat:
+            argv += ["--chat-history-file", chat]
+        if opts["readOnly"]:
+            argv += [
+                "--input-history-file", run.file(INPUT_HISTORY),
+                "--llm-history-file", run.file(LLM_HISTORY),
+                "--map-tokens", "0",
+            ]  # fmt: skip
+            if gitmeta.repo_paths(opts["cd"]).toplevel is None:
+                argv.append("--no-git")
+        for path in opts["reads"]:
+            argv += ["--read", path]
+        for path in opts["files"]:
+            argv += ["--file", path]
+        return [*argv, "--message-file", run.file(self.brief_name)]
+
+    def new_state(self, opts: dict) -> State:
+        return AiderState(opts)
+
+    def on_text(self, state: AiderState, text: str) -> None:
+        state.watch.feed(text)
+        state.chunks.append(text)
+        state.size += len(text)
+        if state.size > 2 * MAX_REPORT_CHARS:
+            state.keep_tail()
+
+    def final_message(self, state: AiderState, run) -> str:
+        state.keep_tail()
+        report = js_trim("".join(state.chunks))
+        dropped = state.dropped
+        if dropped and report:
+            return (
+                f"[the first {dropped} characters of aider's output are left out here; "
+                f"{run.file(STDOUT_NAME)} has all of it]\n{report}"
+            )
+        return report
+
+    def failure(self, state: AiderState) -> str | None:
+        if not state.judged:
+            state.judged = True
+            watch = state.watch
+            watch.end_line()
+            _scan_file(watch, state.run.file(STDERR_NAME) if state.run else None)
+            watch.end_line()
+            state.verdict = watch.failure
+        if state.verdict is None:
+            return None
+        return f"aider reported a model or endpoint failure: {state.verdict}"
+
+    def config_fields(self, opts: dict, state: State) -> dict:
+        return {
+            "model": opts["model"],
+            "editFormat": "architect" if opts["architect"] else opts["editFormat"],
+            "readOnly": opts["readOnly"],
+            "resumed": opts["resumeLast"],
+        }
+
+    def id_fields(self, state: State) -> dict:
+        return {}
+
+    def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
+        lines = []
+        if opts["readOnly"]:
+            lines.append("mode: dry run (aider --dry-run) - no files should be modified")
+        if opts["resumeLast"]:
+            lines.append("mode: restored aider's chat history")
+        return lines
+
+
+def _lend_identity(env: dict[str, str], cd: str) -> None:
+    """Give git a user name and email through `env` where it has none.
+
+    Aider writes a placeholder identity into the repository's .git/config when
+    git reports none, even on a dry run. A name and email passed as
+    GIT_CONFIG_* variables satisfy that check and change no file; a read-only
+    run never commits, so they never end up in history.
+    """
+    out = gitmeta.run_git(cd, "config", "--get-regexp", r"^user\.(name|email)$")
+    have = {line.split(" ", 1)[0] for line in os.fsdecode(out or b"").splitlines()}
+    missing = [(key, value) for key, value in READ_ONLY_IDENTITY if key not in have]
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        return
+    for key, value in missing:
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    if missing:
+        env["GIT_CONFIG_COUNT"] = str(count)
+
+
+def _scan_file(watch: FailureWatch, path: str | None) -> None:
+    """Feed a file to `watch` in pieces (stderr.txt can be any size)."""
+    if not path:
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_READ_SIZE):
+                watch.feed(decoder.decode(chunk))
+    except OSError:
+        return
+    watch.feed(decoder.decode(b"", final=True))
+
+
+ADAPTER = Aider()

@@ -1,0 +1,211 @@
+"""Cline (`cline --json`): brief on stdin, NDJSON run events, act or plan mode.
+
+A write run is Cline's act mode with `--auto-approve true`. A review run is
+plan mode, and the relay only ever sends `--plan` together with
+`--auto-approve false`, so Cline cannot approve its own switch back to act
+mode. The brief goes through a real pipe: Cline reads piped stdin only from a
+FIFO or a regular file and would ignore a socket. Cline's own `-t/--timeout`
+is never passed; the relay's watchdog is the only clock. Cline's headless JSON
+mode has no way to resume a session, so the relay refuses resume flags.
+"""
+
+from __future__ import annotations
+
+from delegate_skills import registry
+from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.options import NOT_SCHEDULABLE, Usage, switch_flag, value_flag
+
+#: The positional prompt: Cline joins it with the piped brief.
+STDIN_PROMPT = "Follow the task instructions provided on stdin."
+NO_RESUME = (
+    "{flag} is not supported: cline's headless JSON mode cannot resume a session; "
+    "dispatch a fresh, self-contained brief instead"
+)
+ABORT_EVENTS = ("run_aborted", "run_abort_requested")
+
+
+class ClineState(State):
+    def __init__(self, opts: dict) -> None:
+        super().__init__(opts)
+        self.final: str | None = None
+        self.provider: str | None = None
+        self.model: str | None = None
+        self.usage: dict | None = None
+        self.finish_reason: str | None = None
+        self.duration_ms: int | float | None = None
+
+
+def _string(*values) -> str | None:
+    """The first truthy value, when it is a string (the run events' fallbacks)."""
+    for value in values:
+        if value:
+            return value if isinstance(value, str) else None
+    return None
+
+
+class Cline(Adapter):
+    key = "cline"
+    display = "cline"
+    label = "cline"
+    tool = "cline"
+    version_field = "clineVersion"
+    install_hint = "Get the Cline CLI (npm i -g cline) or put it on PATH, then dispatch again."
+    resumable = False
+    write_access = "act mode, `--auto-approve true`"
+    read_only_route = "`--plan`: plan mode with `--auto-approve false`"
+    about = (
+        "Hands a brief to the Cline CLI (`cline --json`) through a pipe on stdin and\n"
+        "records its NDJSON run events. Act mode with --auto-approve true edits\n"
+        "headlessly; --plan is plan mode, always paired with --auto-approve false so\n"
+        "Cline cannot approve its own switch to act mode. Cline's headless JSON mode\n"
+        "cannot resume a session: every dispatch is a fresh brief."
+    )
+    default_timeout = "30m"
+    timeout_message = NOT_SCHEDULABLE
+    stderr_file = True
+    path_fields = ("brief", "final", "events", "stderr")
+    flags = (
+        value_flag("--provider", "provider", "<name>", "Cline's provider id (else its default)."),
+        switch_flag(
+            "--plan", "planMode", "Plan mode (analysis, no edits); sent with --auto-approve false."
+        ),
+        value_flag(
+            "--auto-approve",
+            "autoApprove",
+            "<bool>",
+            "true or false (default: true, or false with --plan).",
+            flagged=False,
+        ),
+        value_flag(
+            "--session",
+            "refusedSession",
+            "<id>",
+            "Refused: cline's headless JSON mode cannot resume a session.",
+            flagged=False,
+        ),
+        switch_flag("--resume-last", "refusedResumeLast", "Refused, for the same reason."),
+    )
+
+    def defaults(self) -> dict:
+        return {
+            "provider": None,
+            "planMode": False,
+            "autoApprove": None,
+            "refusedSession": None,
+            "refusedResumeLast": False,
+        }
+
+    def validate(self, opts: dict) -> None:
+        if opts["refusedSession"] is not None:
+            raise Usage(NO_RESUME.format(flag="--session"))
+        if opts["refusedResumeLast"]:
+            raise Usage(NO_RESUME.format(flag="--resume-last"))
+        approve = opts["autoApprove"]
+        if approve is not None and approve not in ("true", "false"):
+            raise Usage("--auto-approve must be true or false")
+        if opts["planMode"] and approve == "true":
+            raise Usage(
+                "--plan conflicts with --auto-approve true; plan mode requires "
+                "auto-approve false to prevent a switch to act mode"
+            )
+        for field in ("model", "provider"):
+            value = opts[field]
+            if value is not None and not registry.SHELL_SAFE.accepts(value):
+                raise Usage(
+                    f"--{field} value contains unsupported characters "
+                    f"(allowed: {registry.SHELL_SAFE.allowed})"
+                )
+        self.watchdog_ms(opts)
+
+    def read_only(self, opts: dict) -> bool:
+        return opts["planMode"]
+
+    def auto_approve(self, opts: dict) -> bool:
+        if opts["autoApprove"] is None:
+            return not opts["planMode"]
+        return opts["autoApprove"] == "true"
+
+    def build_argv(self, opts: dict, run) -> list[str]:
+        argv = ["--json", "-v", "--auto-approve", "true" if self.auto_approve(opts) else "false"]
+        if opts["provider"]:
+            argv += ["--provider", opts["provider"]]
+        if opts["model"]:
+            argv += ["--model", opts["model"]]
+        if opts["planMode"]:
+            argv.append("--plan")
+        argv.append(STDIN_PROMPT)
+        return argv
+
+    def new_state(self, opts: dict) -> State:
+        return ClineState(opts)
+
+    def on_event(self, state: ClineState, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "run_start":
+            if event.get("sessionId"):
+                state.session_id = event["sessionId"]
+            model = _string(event.get("modelId"), event.get("model"))
+            provider = _string(event.get("providerId"), event.get("provider"))
+            state.model = model or state.model
+            state.provider = provider or state.provider
+        elif kind == "run_result":
+            if isinstance(event.get("finishReason"), str):
+                state.finish_reason = event["finishReason"]
+            if isinstance(event.get("text"), str):
+                state.final = event["text"]
+            if isinstance(event.get("usage"), dict):
+                state.usage = event["usage"]
+            model = event.get("model")
+            if isinstance(model, dict):
+                model = model.get("id")
+            if isinstance(model, str):
+                state.model = model
+            duration = event.get("durationMs")
+            if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+                state.duration_ms = duration
+        elif kind in ABORT_EVENTS and state.finish_reason in (None, "completed"):
+            # Cline 3.0.65 follows a failed run_result with run_aborted; the
+            # result's own reason ("error") is the one worth keeping.
+            state.finish_reason = "aborted"
+
+    def final_message(self, state: ClineState, run) -> str:
+        return state.final or ""
+
+    def failure(self, state: ClineState) -> str | None:
+        if state.finish_reason is None:
+            return "cline exited without a run_result event; inspect events.jsonl and stderr.txt"
+        if state.finish_reason != "completed":
+            return f'cline ended with finishReason "{state.finish_reason}"'
+        return None
+
+    def config_fields(self, opts: dict, state: State) -> dict:
+        return {
+            "provider": opts["provider"],
+            "model": opts["model"],
+            "planMode": opts["planMode"],
+            "autoApprove": self.auto_approve(opts),
+        }
+
+    def id_fields(self, state: ClineState) -> dict:
+        return {
+            "sessionId": state.session_id,
+            "actualProvider": state.provider,
+            "actualModel": state.model,
+            "usage": state.usage,
+            "finishReason": state.finish_reason,
+            "durationMs": state.duration_ms,
+        }
+
+    def summary_lines(self, opts: dict, state: ClineState, result: dict) -> list[str]:
+        lines = []
+        if opts["planMode"]:
+            lines.append("mode: plan-only (analysis, no edits)")
+        if state.model:
+            provider = f" (provider: {state.provider})" if state.provider else ""
+            lines.append(f"model: {state.model}{provider}")
+        if state.session_id:
+            lines.append(f"session id: {state.session_id}")
+        return lines
+
+
+ADAPTER = Cline()

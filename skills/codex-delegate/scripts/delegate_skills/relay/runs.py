@@ -1,0 +1,203 @@
+"""Runs you can list and wait on.
+
+Every relay run directory holds `run.json` from the moment the run starts
+(who is running it, for which implementer, lane and working directory) and
+`result.json` once it is over. A run without a result is `running` while its
+relay process lives, and `lost` once that process is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import UserError
+
+RUN_FILE = "run.json"
+RESULT_FILE = "result.json"
+RUN_SCHEMA = "delegate-run.v1"
+WAIT_POLL_S = 0.1
+#: How long `wait` gives a run directory that does not exist yet to appear.
+APPEAR_S = 30.0
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of `pid` (Linux), to tell a live relay from a reused pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def run_marker(
+    implementer: str, lane: str | None, workdir: str, out_dir: str, started_at: str
+) -> bytes:
+    """The bytes of run.json for the relay process calling this."""
+    pid = os.getpid()
+    marker = {
+        "schema": RUN_SCHEMA,
+        "implementer": implementer,
+        "lane": lane,
+        "workdir": workdir,
+        "outDir": out_dir,
+        "pid": pid,
+        "pidStart": process_start(pid),
+        "startedAt": started_at,
+    }
+    from ..jsjson import document_bytes
+
+    return document_bytes(marker)
+
+
+def _read_json(path: str) -> dict | None:
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            value = json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _alive(marker: dict) -> bool:
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    recorded, now = marker.get("pidStart"), process_start(pid)
+    if recorded and now and recorded != now:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _parse_iso(text):
+    """A datetime for an ISO time stamp, or None."""
+    import datetime
+
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _utc_now():
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class Run:
+    """One run directory, read as it is now."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = os.path.abspath(out_dir)
+        self.marker = _read_json(os.path.join(self.out_dir, RUN_FILE)) or {}
+        self.result = _read_json(os.path.join(self.out_dir, RESULT_FILE))
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.marker) or self.result is not None
+
+    @property
+    def status(self) -> str:
+        if self.result is not None:
+            return str(self.result.get("status"))
+        if self.marker and _alive(self.marker):
+            # The result may have landed between the two reads.
+            self.result = _read_json(os.path.join(self.out_dir, RESULT_FILE))
+            return str(self.result.get("status")) if self.result else "running"
+        self.result = _read_json(os.path.join(self.out_dir, RESULT_FILE))
+        return str(self.result.get("status")) if self.result else "lost"
+
+    def summary(self) -> dict:
+        result = self.result or {}
+        status = self.status
+        result = self.result or result
+        started = self.marker.get("startedAt") or result.get("startedAt")
+        finished = result.get("finishedAt")
+        begin = _parse_iso(started)
+        end = _parse_iso(finished) or (_utc_now() if status == "running" else None)
+        elapsed = round((end - begin).total_seconds(), 3) if begin and end else None
+        return {
+            "outDir": self.out_dir,
+            "implementer": self.marker.get("implementer") or result.get("tool"),
+            "lane": self.marker.get("lane", result.get("lane")),
+            "status": status,
+            "startedAt": started,
+            "elapsedSeconds": elapsed,
+            "workdir": self.marker.get("workdir") or result.get("workdir"),
+            "exitCode": result.get("exitCode"),
+        }
+
+
+def default_roots() -> list[str]:
+    from .rundir import default_root
+
+    return [default_root()]
+
+
+def list_runs(roots: list[str]) -> list[dict]:
+    """Every run under `roots` (a root may itself be a run directory), newest first."""
+    seen, runs = set(), []
+    for root in roots:
+        candidates = [root]
+        try:
+            with os.scandir(root) as entries:
+                candidates += [entry.path for entry in entries if entry.is_dir()]
+        except OSError:
+            pass
+        for path in candidates:
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            run = Run(path)
+            if run.exists:
+                seen.add(real)
+                runs.append(run.summary())
+    runs.sort(key=lambda r: r["startedAt"] or "", reverse=True)
+    return runs
+
+
+def show(out_dir: str) -> Run:
+    run = Run(out_dir)
+    if not run.exists:
+        raise UserError(f"{out_dir}: no relay run here (neither run.json nor result.json)")
+    return run
+
+
+def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
+    """Block until the run has a result or is lost; (run, timed_out)."""
+    started = time.monotonic()
+    deadline = None if timeout_s is None else started + timeout_s
+    while True:
+        run = Run(out_dir)
+        if run.exists and run.status != "running":
+            return run, False
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return run, True
+        if not run.exists and now - started > APPEAR_S:
+            raise UserError(f"{out_dir}: no relay run appeared there in {APPEAR_S:.0f}s")
+        time.sleep(WAIT_POLL_S)
+
+
+def exit_code_of(run: Run) -> int:
+    """What waiting on a finished run exits with: its exit code, or 1 when it was lost."""
+    code = (run.result or {}).get("exitCode")
+    if run.result is None or not isinstance(code, int) or not 0 <= code < 256:
+        return 1
+    return code

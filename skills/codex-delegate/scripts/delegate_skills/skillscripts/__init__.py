@@ -1,0 +1,31 @@
+"""The delegate-setup scripts, argument for argument as the Node bundle's.
+
+`config.py`, `lane.py` and `discover.py` take the arguments the `.mjs` scripts
+take, print JSON with the same keys, and exit 0, or 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+class ScriptExit(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def fail(script: str, message: str) -> ScriptExit:
+    """Print `script: message` to stderr and give the exit to raise (code 2)."""
+    sys.stderr.write(f"{script}: {message}\n")
+    return ScriptExit(2)
+
+
+def wants_help(argv: list[str]) -> bool:
+    return not argv or "--help" in argv or "-h" in argv
+
+
+def print_help(text: str, argv: list[str]) -> int:
+    """Help on stdout; exit 2 when no arguments were given at all."""
+    sys.stdout.write(text)
+    return 0 if argv else 2

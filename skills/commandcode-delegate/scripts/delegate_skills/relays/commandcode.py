@@ -1,0 +1,410 @@
+"""Command Code (`cmd -p`): brief on stdin, NDJSON events, a guarded output directory.
+
+Headless Command Code has two states: without `--yolo` it withholds its write,
+edit and shell tools, with `--yolo` it allows everything. Write runs pass
+`--yolo`; read-only runs leave it out and add `--permission-mode plan`, and the
+tripwire checks the result. cmd can exit before its long last events reach the
+pipe, so the session id and the report are taken from the early events and
+`resultLine` says whether the closing result line arrived whole.
+
+An explicit --out-dir that already holds relay artifacts is used only when a
+delegate-relay result.json proves a relay run put them there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+
+from delegate_skills import registry
+from delegate_skills.jsjson import js_trim
+from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.options import (
+    SESSION,
+    Usage,
+    check_exclusive,
+    check_model,
+    switch_flag,
+    value_flag,
+)
+from delegate_skills.relay.parts import (
+    check_keep_env,
+    clean_env_flags,
+    clean_environment,
+    text_blocks,
+)
+from delegate_skills.relay.scan import MAX_BUFFERED_CHARS, parse_json
+
+BIN_ENV = "COMMANDCODE_BIN"
+HEADLESS = ("-p", "--output-format", "json", "--skip-onboarding", "--no-auto-update", "-t")
+MAX_TURNS = re.compile(r"[1-9][0-9]{0,4}")
+ARTIFACTS = ("final.txt", "result.json", "brief.txt", "events.jsonl")
+RESULT = "result.json"
+#: Command Code's documented headless exit codes, and what to do about each.
+EXIT_HINTS = {
+    3: "not authenticated — run `cmd login`, then re-dispatch",
+    4: "permission denied — an implementation run needs write access; this relay passes "
+    "--yolo unless --read-only was set",
+    5: "rate limit exceeded — wait and re-dispatch, or lower the model tier",
+    6: "network failure — check connectivity and re-dispatch",
+    7: "Command Code API server error (5xx) — transient; re-dispatch",
+    8: "hit the turn cap — raise --max-turns or split the brief into smaller tasks",
+    9: "the model produced no response — re-dispatch, and check the brief is not empty of "
+    "instruction",
+    10: "insufficient credits — top up the account, then re-dispatch",
+}
+READ_ONLY_CHECK = {
+    None: "read-only check: not verifiable (git could not report) — inspect the working "
+    "tree directly",
+    True: "read-only check: FAILED — the tree changed beyond this relay's artifacts; treat "
+    "the run as write-capable and review the diff",
+    False: "read-only check: no Git-visible change detected (ignored or outside-repository "
+    "paths are not covered)",
+}
+
+
+class CommandCodeState(State):
+    def __init__(self, opts: dict) -> None:
+        super().__init__(opts)
+        self.session_id = None
+        self.partial = ""
+        self.truncated = False
+        self.deltas: list[str] = []
+        self.last_text = ""
+        self.result: dict | None = None
+        #: The child ran to its end (set at close; aborts and non-starts leave it off).
+        self.closed = False
+
+    def feed(self, text: str) -> None:
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if line.strip():
+                self.line(line)
+        if len(self.partial) > MAX_BUFFERED_CHARS:
+            self.line(self.partial)
+            self.partial = ""
+            self.truncated = True
+
+    def close(self) -> None:
+        """The run is over: bytes left without a newline are a cut write."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.partial.strip():
+            self.line(self.partial)
+            self.truncated = True
+        self.partial = ""
+
+    def line(self, line: str) -> None:
+        event = parse_json(line)
+        if not isinstance(event, dict):
+            return
+        inner = event.get("event") if isinstance(event.get("event"), dict) else {}
+        nested = inner.get("result")
+        next_state = nested.get("nextState") if isinstance(nested, dict) else None
+        for found in (
+            event.get("sessionId"),
+            inner.get("sessionId"),
+            next_state.get("sessionId") if isinstance(next_state, dict) else None,
+        ):
+            if isinstance(found, str) and found:
+                self.session_id = found
+        kind = inner.get("type")
+        if kind == "message_start":
+            self.deltas = []
+        elif kind == "text_delta" and isinstance(inner.get("delta"), str):
+            self.deltas.append(inner["delta"])
+        elif kind == "text_end" and isinstance(inner.get("text"), str) and inner["text"].strip():
+            self.last_text = js_trim(inner["text"])
+        elif kind == "message_end" and isinstance(inner.get("content"), list):
+            text = js_trim("\n".join(text_blocks(inner["content"])))
+            if text:
+                self.last_text = text
+        if event.get("type") == "result":
+            self.result = _result_line(event)
+
+    @property
+    def result_line(self) -> str | None:
+        if not self.closed:
+            return None
+        if self.result is not None:
+            return "complete"
+        return "truncated" if self.truncated else "absent"
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _result_line(event: dict) -> dict:
+    duration = event.get("durationMs")
+    finite = isinstance(duration, (int, float)) and not isinstance(duration, bool)
+    final = event.get("finalText")
+    return {
+        "subtype": _text_or_none(event.get("subtype")),
+        "stopReason": _text_or_none(event.get("stopReason")),
+        "usage": event.get("usage"),
+        "durationMs": duration if finite and abs(duration) != float("inf") else None,
+        "finalText": final if isinstance(final, str) else "",
+        "error": _text_or_none(event.get("error")),
+    }
+
+
+def _proven_prior_run(directory: str) -> bool:
+    """A regular result.json (never a link) that speaks delegate-relay.result.v1."""
+    try:
+        fd = os.open(os.path.join(directory, RESULT), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    document = parse_json(raw.decode("utf-8", errors="replace"))
+    return isinstance(document, dict) and document.get("schema") == registry.RESULT_VERSION
+
+
+def _holds(directory: str, name: str, entries: set[str]) -> bool:
+    """An artifact name stands here as a file, a directory or a link to something.
+
+    A link that points at nothing is stale: the relay removes the link itself,
+    and nothing behind it can be lost.
+    """
+    path = os.path.join(directory, name)
+    return name in entries and (not os.path.islink(path) or os.path.exists(path))
+
+
+class CommandCode(Adapter):
+    key = "commandcode"
+    display = "Command Code"
+    label = "cmd"
+    report_name = "Command Code"
+    version_field = "commandCodeVersion"
+    parser = "text"
+    install_hint = (
+        "Get Command Code and sign in with `cmd login`, or name the binary in COMMANDCODE_BIN."
+    )
+    write_access = "`cmd --yolo`: every tool, no sandbox"
+    read_only_route = "`--read-only`: `cmd --permission-mode plan` without yolo"
+    about = (
+        "Runs the Command Code CLI headless (`cmd -p --output-format json`) with the\n"
+        "brief on stdin. Headless cmd has two states: write runs get --yolo (every tool,\n"
+        "no sandbox); --read-only drops --yolo, which keeps cmd's write, edit and shell\n"
+        "tools out of reach, adds --permission-mode plan, and is checked by the tripwire.\n"
+        "$COMMANDCODE_BIN names the binary (default: cmd on PATH). An explicit --out-dir\n"
+        "holding relay artifacts is used only when its result.json is a relay result."
+    )
+    flags = (
+        value_flag(
+            "--effort", "effort", "<level>", "Reasoning effort; the levels depend on the model."
+        ),
+        switch_flag(
+            "--read-only",
+            "readOnly",
+            "No --yolo, plus --permission-mode plan: no write, edit or shell tools.",
+            flagged=True,
+        ),
+        switch_flag(
+            "--tools-all",
+            "toolsAll",
+            "Also pass --tools-all (write runs only; a read-only run stays read-only).",
+        ),
+        value_flag(
+            "--max-turns",
+            "maxTurns",
+            "<n>",
+            "Turn cap, 1-99999 (cmd's default: 100; cmd exits 8 when it hits the cap).",
+            flagged=False,
+        ),
+        value_flag(
+            "--session",
+            "session",
+            "<id>",
+            "Continue this session (cmd --resume <id>); not with --continue-last.",
+            flagged=False,
+        ),
+        switch_flag(
+            "--continue-last",
+            "continueLast",
+            "Continue the most recent session (cmd --continue); prefer --session.",
+        ),
+        *clean_env_flags("Command Code"),
+    )
+
+    @property
+    def binary(self) -> str:
+        configured = os.environ.get(BIN_ENV) or ""
+        if not configured:
+            return self.impl.binary
+        if "/" in configured or "\\" in configured:
+            return os.path.abspath(configured)
+        return configured
+
+    def defaults(self) -> dict:
+        return {
+            "effort": None,
+            "readOnly": False,
+            "toolsAll": False,
+            "maxTurns": None,
+            "session": None,
+            "continueLast": False,
+            "cleanEnv": False,
+            "keepEnv": [],
+        }
+
+    def validate(self, opts: dict) -> None:
+        effort = opts["effort"]
+        if effort is not None and not registry.BARE_TOKEN.accepts(effort):
+            raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
+        check_model(opts, registry.SHELL_SAFE)
+        turns = opts["maxTurns"]
+        if turns is not None and MAX_TURNS.fullmatch(turns) is None:
+            raise Usage(f'invalid --max-turns "{turns}" (expected a positive integer up to 99999)')
+        check_keep_env(opts)
+        self.watchdog_ms(opts)
+        check_exclusive(opts, ("session", "--session"), ("continueLast", "--continue-last"))
+        if opts["session"] is not None and not SESSION.accepts(opts["session"]):
+            raise Usage("--session must be a session id (letters, digits, . _ : -)")
+        if sys.platform == "win32":
+            self._check_windows_binary()
+
+    def _check_windows_binary(self) -> None:
+        configured = os.environ.get(BIN_ENV) or ""
+        if not configured or not os.path.isabs(configured):
+            raise Usage(
+                "on Windows COMMANDCODE_BIN must be the absolute path of the Command Code "
+                "executable"
+            )
+        shell = os.environ.get("ComSpec") or os.environ.get("COMSPEC")  # noqa: SIM112
+
+        def key(path: str) -> str:
+            return os.path.realpath(path).lower()
+
+        if shell and key(self.binary) == key(shell):
+            raise Usage(
+                "COMMANDCODE_BIN points to the Windows command interpreter; set it to the "
+                "Command Code executable"
+            )
+
+    def check_out_dir(self, path: str) -> None:
+        try:
+            entries = set(os.listdir(path))
+        except OSError:
+            entries = set()
+        if RESULT not in entries and os.path.lexists(os.path.join(path, RESULT)):
+            raise Usage("--out-dir contains a case-aliased result.json artifact")
+        if any(_holds(path, name, entries) for name in ARTIFACTS) and not _proven_prior_run(path):
+            raise Usage(
+                "--out-dir contains relay artifacts without a prior "
+                f"{registry.RESULT_VERSION} result"
+            )
+
+    def child_env(self, opts: dict) -> dict[str, str]:
+        return clean_environment(opts, (BIN_ENV,))
+
+    def build_argv(self, opts: dict, run) -> list[str]:
+        argv = list(HEADLESS)
+        if opts["readOnly"]:
+            argv += ["--permission-mode", "plan"]
+        else:
+            argv.append("--yolo")
+            if opts["toolsAll"]:
+                argv.append("--tools-all")
+        if opts["session"]:
+            argv += ["--resume", opts["session"]]
+        elif opts["continueLast"]:
+            argv.append("--continue")
+        if opts["model"]:
+            argv += ["-m", opts["model"]]
+        if opts["effort"] is not None:
+            argv += ["--effort", opts["effort"]]
+        if opts["maxTurns"] is not None:
+            argv += ["--max-turns", opts["maxTurns"]]
+        return argv
+
+    def new_state(self, opts: dict) -> State:
+        return CommandCodeState(opts)
+
+    def on_text(self, state: CommandCodeState, text: str) -> None:
+        state.feed(text)
+
+    def final_message(self, state: CommandCodeState, run) -> str:
+        final = state.result["finalText"] if state.result else ""
+        return js_trim(final or state.last_text or js_trim("".join(state.deltas)))
+
+    def failure(self, state: CommandCodeState) -> str | None:
+        state.close()
+        result = state.result
+        if result is None or result["subtype"] == "success":
+            return None
+        if result["error"]:
+            return f"Command Code reported {result['subtype'] or 'an error'}: {result['error']}"
+        return (
+            f'Command Code reported subtype "{result["subtype"] or "null"}" '
+            f"(stopReason {result['stopReason'] or 'unknown'}), not success"
+        )
+
+    def config_fields(self, opts: dict, state: State) -> dict:
+        read_only = opts["readOnly"]
+        return {
+            "readOnly": read_only,
+            "autonomy": "plan (write/edit/shell withheld)"
+            if read_only
+            else "--yolo (all permissions bypassed)",
+            "toolsAll": False if read_only else opts["toolsAll"],
+            "model": opts["model"],
+            "effort": opts["effort"],
+            "maxTurns": int(opts["maxTurns"]) if opts["maxTurns"] is not None else None,
+            "session": opts["session"],
+            "continueLast": opts["continueLast"],
+            "cleanEnv": opts["cleanEnv"],
+            "keepEnv": list(opts["keepEnv"]),
+        }
+
+    def id_fields(self, state: CommandCodeState) -> dict:
+        result = state.result or {}
+        return {
+            "sessionId": state.session_id,
+            "resultLine": state.result_line,
+            "resultSubtype": result.get("subtype"),
+            "stopReason": result.get("stopReason"),
+            "usage": result.get("usage"),
+            "durationMs": result.get("durationMs") if state.closed else None,
+        }
+
+    def summary_lines(self, opts: dict, state: CommandCodeState, result: dict) -> list[str]:
+        lines = []
+        hint = EXIT_HINTS.get(result["exitCode"])
+        if result["status"] == "failed" and hint:
+            lines.append(f"hint: {hint}")
+        lines.append(f"autonomy: {result['autonomy']}")
+        if opts["continueLast"]:
+            lines.append("mode: continued most recent session")
+        elif opts["session"]:
+            lines.append(f"mode: resumed session {opts['session']}")
+        if state.session_id:
+            lines.append(f"session id (resume with: --session {state.session_id})")
+        if result["resultLine"] in ("truncated", "absent"):
+            lines.append(
+                f"note: cmd's result line was {result['resultLine']} (its oversized run_end "
+                "tail is not flushed on exit), so subtype/usage are unavailable; the report "
+                "and session id come from the earlier events."
+            )
+        subtype = result["resultSubtype"]
+        if subtype and subtype != "success":
+            stop = f" (stopReason {result['stopReason']})" if result["stopReason"] else ""
+            lines.append(f"Command Code result: {subtype}{stop}")
+        if "readOnlyViolation" in result:
+            lines.append(READ_ONLY_CHECK[result["readOnlyViolation"]])
+        return lines
+
+
+ADAPTER = CommandCode()

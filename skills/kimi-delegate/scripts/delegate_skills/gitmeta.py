@@ -1,0 +1,65 @@
+"""What git says about a directory: its work tree, its git dir, its changes.
+
+These sit on the dispatch path, so each question is one `git` process. A
+directory git cannot speak for (not a repository, git missing, a repository
+git refuses to open, git hanging) gives None, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+GIT_TIMEOUT_S = 10
+
+
+class RepoPaths:
+    __slots__ = ("git_dir", "toplevel")
+
+    def __init__(self, toplevel: str | None, git_dir: str | None) -> None:
+        self.toplevel = toplevel
+        self.git_dir = git_dir
+
+
+def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
+    """stdout of `git -C cwd args…`, or None when git fails, is missing or hangs.
+
+    git runs in its own process group, so a hang is ended with everything it
+    started (a credential helper, a pager, an fsmonitor).
+    """
+    try:
+        proc = subprocess.Popen(
+            ["git", "-C", cwd, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        return None
+    return out if proc.returncode == 0 else None
+
+
+def repo_paths(cwd: str) -> RepoPaths:
+    """The work tree root and absolute git dir of `cwd` (both None outside a work tree).
+
+    The git dir is the one `git rev-parse --absolute-git-dir` names: a linked
+    worktree and a submodule each have their own.
+    """
+    out = run_git(cwd, "rev-parse", "--show-toplevel", "--absolute-git-dir")
+    if out is None:
+        return RepoPaths(None, None)
+    lines = os.fsdecode(out).split("\n")
+    if len(lines) < 2 or not lines[0] or not lines[1]:
+        return RepoPaths(None, None)
+    return RepoPaths(lines[0], lines[1])

@@ -1,0 +1,119 @@
+"""The run directory: where a relay keeps a run's artifacts.
+
+Artifacts are created fresh: whatever already stands at an artifact's name
+(a stale file, or a symlink pointing anywhere) is removed first, and files are
+opened with O_NOFOLLOW, so nothing outside the run directory is ever written
+through a planted link. `result.json` and `final.txt` are replaced
+atomically, so a reader never sees half of either. A brief can hold anything,
+so a directory the relay creates is private (0700) and so are the files it
+creates (0600).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .. import jsjson
+from ..store import atomic_write
+
+DEFAULT_ROOT_NAME = "delegate-relay"
+RESULT = "result.json"
+FINAL = "final.txt"
+
+
+def default_root() -> str:
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), DEFAULT_ROOT_NAME)
+
+
+def iso_now() -> str:
+    """UTC now as JavaScript's Date#toISOString writes it (milliseconds, Z)."""
+    ms = time.time_ns() // 1_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def default_out_dir(workdir: str, started_at: str) -> str:
+    stamp = started_at.replace(":", "-").replace(".", "-")
+    base = os.path.basename(os.path.normpath(workdir)) or "repo"
+    return os.path.join(default_root(), f"{base}-{stamp}-{os.getpid()}")
+
+
+class RunDir:
+    """Paths of one run's artifacts, and the writes that go into them."""
+
+    def __init__(self, path: str, started_at: str, brief: str = "") -> None:
+        self.path = path
+        self.started_at = started_at
+        self.brief = brief
+        self._fds: dict[str, int] = {}
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    @property
+    def result_path(self) -> str:
+        return self.file(RESULT)
+
+    @property
+    def final_path(self) -> str:
+        return self.file(FINAL)
+
+    def prepare(self, fresh: dict[str, bytes], stale: tuple[str, ...] = (RESULT, FINAL)) -> None:
+        """Create the directory and the `fresh` artifacts; remove `stale` leftovers.
+
+        Raises OSError when the directory or an artifact cannot be created.
+        """
+        if not os.path.isdir(self.path):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            os.mkdir(self.path, 0o700)
+        for name in (*stale, *fresh):
+            self._remove(name)
+        for name, data in fresh.items():
+            fd = os.open(
+                self.file(name),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND,
+                0o600,
+            )
+            if data:
+                os.write(fd, data)
+            self._fds[name] = fd
+
+    def _remove(self, name: str) -> None:
+        path = self.file(name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise IsADirectoryError(f"{path} is a directory")
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def append(self, name: str, data: bytes) -> None:
+        """Append to an artifact created by prepare() (a no-op for one that was not)."""
+        fd = self._fds.get(name)
+        if fd is None:
+            return
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+    def write_final(self, text: str) -> None:
+        data = text.encode("utf-8", errors="replace")
+        atomic_write(self.final_path, data, durable=False, new_mode=0o600)
+
+    def existing(self, name: str) -> str | None:
+        path = self.file(name)
+        return path if os.path.exists(path) else None
+
+    def write_result(self, result: dict) -> None:
+        atomic_write(self.result_path, jsjson.document_bytes(result), durable=False, new_mode=0o600)
