@@ -57,11 +57,29 @@ def installed_like_env(base: dict | None = None) -> dict:
     install only has it once something wrote it. This compiles it now and
     drops PYTHONDONTWRITEBYTECODE, so start-up is measured as users see it.
     """
-    for folder in ("src", "relays"):
+    for folder in ("src", "relays", "skills"):
         compileall.compile_dir(os.path.join(ROOT, folder), quiet=1)
     env = dict(os.environ if base is None else base)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
+
+
+#: A checkout of the Node bundle to compare against (its skills/ folder is used
+#: as is); unset, the Node comparison is left out.
+NODE_BUNDLE = os.environ.get("DELEGATE_BENCH_NODE_BUNDLE")
+
+
+def node_script(*parts: str) -> list[str] | None:
+    """[node, <bundle>/skills/…] when a Node bundle checkout is given, else None."""
+    if not NODE_BUNDLE:
+        return None
+    import shutil
+
+    node = shutil.which("node")
+    path = os.path.join(NODE_BUNDLE, "skills", *parts)
+    if node is None or not os.path.isfile(path):
+        raise SystemExit(f"DELEGATE_BENCH_NODE_BUNDLE: need node on PATH and {path}")
+    return [node, path]
 
 
 def ms(seconds: float) -> str:

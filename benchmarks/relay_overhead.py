@@ -5,7 +5,9 @@ Median wall time over 20 runs of `python3 skills/codex-delegate/scripts/relay.py
 dispatching to a fake `codex` that exits at once (a two-line shell script that
 prints a version when asked), and of running that fake directly. The relay's
 own cost is the difference: its interpreter start, the version preflight,
-supervision, `git status` and the result. The target is under 60 ms.
+supervision, `git status` and the result. The target is under 60 ms. With
+DELEGATE_BENCH_NODE_BUNDLE pointing at a checkout of the Node bundle, its
+`relay.mjs` is timed the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-from _common import PYTHON, ROOT, installed_like_env, median_wall, ms
+from _common import PYTHON, ROOT, installed_like_env, median_wall, ms, node_script
 
 FAKE = '#!/bin/sh\ncase "$1" in --version) echo "fake 1.0";; esac\nexit 0\n'
 
@@ -37,13 +39,19 @@ def main() -> int:
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         relay = os.path.join(ROOT, "skills", "codex-delegate", "scripts", "relay.py")
         out = os.path.join(scratch, "out")
-        dispatch = [PYTHON, relay, "--brief", brief, "--cd", work, "--out-dir", out]
+        args = ["--brief", brief, "--cd", work, "--out-dir", out]
         floor = median_wall([shim, "exec", "-"], env=env)
-        total = median_wall(dispatch, env=env)
+        total = median_wall([PYTHON, relay, *args], env=env)
+        node = node_script("codex-delegate", "scripts", "relay.mjs")
+        node_total = median_wall([*node, *args], env=env) if node else None
     print(f"python: {PYTHON} ({sys.version.split()[0]})")
     print(f"fake codex alone            median of 20: {ms(floor)}")
     print(f"relay dispatch to the fake  median of 20: {ms(total)}")
     print(f"relay adds                                {ms(total - floor)} (target < 60 ms)")
+    if node_total is not None:
+        print(f"relay.mjs dispatch          median of 20: {ms(node_total)}")
+        print(f"relay.mjs adds                            {ms(node_total - floor)}")
+        print(f"ratio   {(total - floor) / (node_total - floor):.2f}x Node's overhead")
     return 0
 
 
