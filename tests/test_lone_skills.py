@@ -79,6 +79,14 @@ def bare(python: str, script: Path, *args: str, **kw) -> subprocess.CompletedPro
     )
 
 
+def dispatch(python: str, copy: Path, fake: Fake, tmp: Path, work: Path, *extra: str) -> dict:
+    """Run `copy`'s relay on tmp/brief.txt into tmp/out; its result, which must exit 0."""
+    args = ["--brief", str(tmp / "brief.txt"), "--cd", str(work), "--out-dir", str(tmp / "out")]
+    done = bare(python, copy / "scripts" / "relay.py", *extra, *args, env=fake.env())
+    assert done.returncode == 0, done.stderr
+    return json.loads((tmp / "out" / "result.json").read_text())
+
+
 def test_the_bundle_has_exactly_these_skill_folders():
     found = sorted(p.name for p in (ROOT / "skills").iterdir() if (p / "SKILL.md").is_file())
     assert found == sorted(SKILLS)
@@ -117,19 +125,7 @@ def test_a_lone_codex_copy_dispatches_to_the_fake_codex(lone_copies, tmp_path, h
         }
     )
     out = tmp_path / "out"
-    done = bare(
-        python,
-        lone_copies["codex-delegate"] / "scripts" / "relay.py",
-        "--brief",
-        str(tmp_path / "brief.txt"),
-        "--cd",
-        str(work),
-        "--out-dir",
-        str(out),
-        env=fake.env(),
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads((out / "result.json").read_text())
+    result = dispatch(python, lone_copies["codex-delegate"], fake, tmp_path, work)
     assert result["status"] == "completed"
     assert result["exitCode"] == 0
     assert result["touchedFiles"] == ["?? NOTES"]
@@ -189,22 +185,9 @@ def test_a_lone_setup_copy_approves_lanes_a_lone_codex_copy_then_uses(
     fake = Fake(tmp_path / "fake")
     fake.install("codex")
     (tmp_path / "brief.txt").write_text("Review the change.\n")
-    out = tmp_path / "out"
-    done = bare(
-        python,
-        lone_copies["codex-delegate"] / "scripts" / "relay.py",
-        "--lane",
-        "review",
-        "--brief",
-        str(tmp_path / "brief.txt"),
-        "--cd",
-        str(repo),
-        "--out-dir",
-        str(out),
-        env=fake.env(),
+    result = dispatch(
+        python, lone_copies["codex-delegate"], fake, tmp_path, repo, "--lane", "review"
     )
-    assert done.returncode == 0, done.stderr
-    result = json.loads((out / "result.json").read_text())
     assert (result["status"], result["lane"], result["laneSource"]) == (
         "completed",
         "review",

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class ScriptExit(Exception):
     def __init__(self, code: int) -> None:
@@ -29,3 +33,15 @@ def print_help(text: str, argv: list[str]) -> int:
     """Help on stdout; exit 2 when no arguments were given at all."""
     sys.stdout.write(text)
     return 0 if argv else 2
+
+
+def run_script(script: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
+    """Run a script's `body`; a ScriptExit or a UserError ends it with one stderr line."""
+    from ..errors import UserError
+
+    try:
+        return body(argv)
+    except ScriptExit as done:
+        return done.code
+    except UserError as error:
+        return fail(script, str(error)).code

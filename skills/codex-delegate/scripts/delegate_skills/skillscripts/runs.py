@@ -9,9 +9,8 @@ from __future__ import annotations
 import sys
 
 from .. import jsjson, registry
-from ..errors import UserError
 from ..relay import runs
-from . import ScriptExit, fail, print_help, wants_help
+from . import fail, print_help, run_script, wants_help
 
 SCRIPT = "runs.py"
 HELP = """runs.py — list relay runs, show one, or wait for one to finish
@@ -100,9 +99,4 @@ def _run(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        return _run(argv)
-    except ScriptExit as done:
-        return done.code
-    except UserError as error:
-        return fail(SCRIPT, str(error)).code
+    return run_script(SCRIPT, _run, argv)

@@ -6,8 +6,7 @@ import os
 import sys
 
 from .. import fleet, jsjson
-from ..errors import UserError
-from . import ScriptExit, fail, print_help, wants_help
+from . import fail, print_help, run_script, wants_help
 
 SCRIPT = "config.py"
 HELP = """config.py — load, validate and write delegate-fleet.v1 lane maps
@@ -74,9 +73,4 @@ def _run(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        return _run(argv)
-    except ScriptExit as done:
-        return done.code
-    except UserError as error:
-        return fail(SCRIPT, str(error)).code
+    return run_script(SCRIPT, _run, argv)

@@ -6,9 +6,8 @@ import os
 import sys
 
 from .. import jsjson
-from ..errors import UserError
 from ..lanes import resolve
-from . import ScriptExit, fail, print_help, wants_help
+from . import fail, print_help, run_script, wants_help
 
 SCRIPT = "lane.py"
 HELP = """lane.py — resolve a delegate-fleet.v1 lane for a relay
@@ -46,16 +45,15 @@ def _parse(argv: list[str]) -> tuple[str, str, str]:
     return cwd, lane, implementer
 
 
-def main(argv: list[str]) -> int:
+def _run(argv: list[str]) -> int:
     if wants_help(argv):
         return print_help(HELP, argv)
-    try:
-        if argv[0] != "resolve":
-            raise fail(SCRIPT, f"unknown command {jsjson.stringify(argv[0])}")
-        cwd, lane, implementer = _parse(argv[1:])
-        sys.stdout.write(jsjson.stringify(resolve(cwd, lane, implementer)) + "\n")
-        return 0
-    except ScriptExit as done:
-        return done.code
-    except UserError as error:
-        return fail(SCRIPT, str(error)).code
+    if argv[0] != "resolve":
+        raise fail(SCRIPT, f"unknown command {jsjson.stringify(argv[0])}")
+    cwd, lane, implementer = _parse(argv[1:])
+    sys.stdout.write(jsjson.stringify(resolve(cwd, lane, implementer)) + "\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    return run_script(SCRIPT, _run, argv)
