@@ -24,6 +24,7 @@ from delegate_skills.relay.options import (
     Usage,
     check_choice,
     check_exclusive,
+    check_model,
     switch_flag,
     value_flag,
 )
@@ -129,7 +130,14 @@ class Agy(Adapter):
     path_fields = ("brief", "final", ("logPath", LOG), "stderr")
     flags = (
         value_flag("--effort", "effort", "<level>", "low | medium | high"),
-        value_flag("--project", "project", "<id>", "Use this Antigravity project.", flagged=False),
+        value_flag(
+            "--project",
+            "project",
+            "<id>",
+            "Use this Antigravity project.",
+            flagged=False,
+            token=registry.SHELL_SAFE,
+        ),
         switch_flag(
             "--new-project", "newProject", "Start in a new project (what a fresh run does anyway)."
         ),
@@ -142,6 +150,7 @@ class Agy(Adapter):
             "<id>",
             "Continue this conversation.",
             flagged=False,
+            token=registry.SESSION_ID,
         ),
         switch_flag(
             "--sandbox", "sandbox", "Run agy's tools in its sandbox (agy --sandbox).", flagged=True
@@ -200,6 +209,7 @@ class Agy(Adapter):
 
     def validate(self, opts: dict) -> None:
         check_choice(opts, "effort", "--effort", registry.AGY_EFFORT)
+        check_model(opts, registry.LABEL)
         check_exclusive(
             opts,
             ("readOnly", "--read-only"),

@@ -10,6 +10,7 @@ a dash), which caps its size.
 
 from __future__ import annotations
 
+from delegate_skills import registry
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import Usage, check_model, switch_flag, timeout_ms
 from delegate_skills.relay.parts import (
@@ -82,7 +83,7 @@ class Kimi(ArgvBriefAdapter):
         if opts["readOnly"]:
             raise Usage(NO_READ_ONLY_FLAG)
         check_session(opts)
-        check_model(opts, None)
+        check_model(opts, registry.SHELL_SAFE)
         timeout_ms(opts)
 
     def read_only(self, opts: dict) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from delegate_skills import registry
 from delegate_skills.jsjson import js_number
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import (
@@ -94,7 +95,12 @@ class Vibe(Adapter):
         value_flag("--max-price", "maxPrice", "<usd>", "Stop at this cost in USD.", flagged=False),
         value_flag("--max-tokens", "maxTokens", "<n>", "Stop at this many tokens.", flagged=False),
         value_flag(
-            "--session", "session", "<id>", "Resume this session (vibe --resume).", flagged=False
+            "--session",
+            "session",
+            "<id>",
+            "Resume this session (vibe --resume).",
+            flagged=False,
+            token=registry.SESSION_ID,
         ),
         switch_flag(
             "--resume-last", "resumeLast", "Continue the most recent session (vibe --continue)."
@@ -111,19 +117,23 @@ class Vibe(Adapter):
             flags=("fullAccess", "planOnly", "readOnly"),
             help="The auto-approve agent: every tool call approved (opt-in).",
         ),
-        Flag(
+        value_flag(
             "--enabled-tools",
             "enabledTools",
-            metavar="<tool>",
+            "<tool>",
+            "Allow only these tools (repeatable).",
+            flagged=False,
             append=True,
-            help="Allow only these tools (repeatable).",
+            token=registry.TOOL_PATTERN,
         ),
-        Flag(
+        value_flag(
             "--disabled-tools",
             "disabledTools",
-            metavar="<tool>",
+            "<tool>",
+            "Refuse this tool (repeatable).",
+            flagged=False,
             append=True,
-            help="Refuse this tool (repeatable).",
+            token=registry.TOOL_PATTERN,
         ),
     )
 

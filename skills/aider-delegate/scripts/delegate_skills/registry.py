@@ -145,8 +145,8 @@ class Token:
 
     __slots__ = ("allowed", "shape")
 
-    def __init__(self, rest: str, allowed: str) -> None:
-        self.shape = Shape("A-Za-z0-9", rest)
+    def __init__(self, rest: str, allowed: str, first: str = "A-Za-z0-9") -> None:
+        self.shape = Shape(first, rest)
         self.allowed = allowed
 
     @property
@@ -160,6 +160,16 @@ class Token:
 CLAUDE_MODEL = Token(r"A-Za-z0-9._:@/\[\]-", "letters, digits, . _ : @ / [ ] -")
 CURSOR_MODEL = Token(r"A-Za-z0-9._:@/\[\],=-", "letters, digits, . _ : @ / [ ] , = -")
 SHELL_SAFE = Token(r"A-Za-z0-9._:/-", "letters, digits, . _ : / -")
+#: Session, thread and conversation ids that go on a command line.
+SESSION_ID = Token("A-Za-z0-9._:-", "letters, digits, . _ : -")
+#: A display label such as an Antigravity model name ("Gemini 3 Pro (High)").
+LABEL = Token(r"A-Za-z0-9 ._:/()\[\]+-", "letters, digits, spaces, . _ : / ( ) [ ] + -")
+#: A tool name or pattern (vibe's --enabled-tools): globs and re: expressions.
+TOOL_PATTERN = Token(
+    r"A-Za-z0-9._:*?/\[\]^$+|(){},-",
+    "letters, digits, . _ : * ? / [ ] ^ $ + | ( ) { } , -",
+    first=r"A-Za-z0-9*?\[",
+)
 
 
 class AuthProbe:

@@ -23,7 +23,7 @@ from ..jsjson import js_trim
 from .adapter import Adapter, State
 from .child import Child, RelaySignals, is_missing_binary, signal_name
 from .gitstate import Tripwire, touched_files
-from .options import HelpRequested, Usage, check_directory, parse
+from .options import HelpRequested, Usage, check_directory, check_flag_tokens, parse
 from .report import help_text, summary
 from .rundir import FINAL, RESULT, RunDir, default_out_dir, iso_now
 from .scan import LineScanner, ObjectScanner, Utf8Stream
@@ -131,6 +131,7 @@ class Relay:
         if opts["lane"]:
             self._apply_lane(opts, flagged)
         adapter.validate(opts)
+        check_flag_tokens(table, opts)
         check_directory(opts["cd"])
         if opts["outDir"] and os.path.exists(opts["outDir"]) and not os.path.isdir(opts["outDir"]):
             raise Usage(f"--out-dir is not a directory: {opts['outDir']}")

@@ -1,11 +1,12 @@
 """Relay command lines: the flag table, parsing, and the shared value checks.
 
-Parsing follows the Node relays exactly: one left-to-right pass over exact
-tokens (no `--flag=value`, no bundling); a value flag always takes the next
-token, even one that starts with `-`; the last of a repeated flag wins, list
-flags append; `-h`/`--help` prints help and exits 0 the moment it is reached.
-Every usage error is one `relay: …` line on stderr and exit 2, before any
-artifact exists.
+Parsing follows the Node relays: one left-to-right pass over exact tokens (no
+`--flag=value`, no bundling); the last of a repeated flag wins, list flags
+append; `-h`/`--help` prints help and exits 0 the moment it is reached. One
+difference: a value may not start with `-`. Values reach the implementer's
+command line, where `--session --version` would become the implementer's own
+`--version`; a path that starts with `-` can be written `./-name`. Every usage
+error is one `relay: …` line on stderr and exit 2, before any artifact exists.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ class Flag:
     `dest` receives the value of a value flag (or a list of them with
     `append`); `sets` holds constants a flag assigns (a switch's effect);
     `flags` names the fields this flag marks as explicitly chosen, which
-    lane dials then leave alone.
+    lane dials then leave alone. A value flag with a `token` has its value
+    (each value, for `append`) checked against it once lanes are applied.
     """
 
-    __slots__ = ("append", "dest", "flags", "help", "metavar", "name", "sets", "value")
+    __slots__ = ("append", "dest", "flags", "help", "metavar", "name", "sets", "token", "value")
 
     def __init__(
         self,
@@ -44,8 +46,10 @@ class Flag:
         append: bool = False,
         flags: tuple[str, ...] = (),
         help: str = "",
+        token: registry.Token | None = None,
     ) -> None:
         self.name = name
+        self.token = token
         self.dest = dest
         self.value = dest is not None
         self.metavar = metavar
@@ -55,9 +59,26 @@ class Flag:
         self.help = help
 
 
-def value_flag(name: str, dest: str, metavar: str, help: str, *, flagged: bool = True) -> Flag:
-    """A flag that takes one value, marks its field as chosen when `flagged`."""
-    return Flag(name, dest, metavar=metavar, flags=(dest,) if flagged else (), help=help)
+def value_flag(
+    name: str,
+    dest: str,
+    metavar: str,
+    help: str,
+    *,
+    flagged: bool = True,
+    token: registry.Token | None = None,
+    append: bool = False,
+) -> Flag:
+    """A flag that takes a value, marks its field as chosen when `flagged`."""
+    return Flag(
+        name,
+        dest,
+        metavar=metavar,
+        flags=(dest,) if flagged else (),
+        help=help,
+        token=token,
+        append=append,
+    )
 
 
 def switch_flag(name: str, dest: str, help: str, *, flagged: bool = False) -> Flag:
@@ -118,6 +139,11 @@ def parse(argv: list[str], table: dict[str, Flag], opts: dict) -> set[str]:
                 raise Usage(f"{token} requires a value")
             i += 1
             value = argv[i]
+            if value.startswith("-"):
+                raise Usage(
+                    f"{token} requires a value; {value} looks like an option "
+                    "(a path that starts with - can be written ./" + value + ")"
+                )
             if flag.dest in PATH_DESTS:
                 value = os.path.abspath(value)
             if flag.append:
@@ -133,7 +159,7 @@ def parse(argv: list[str], table: dict[str, Flag], opts: dict) -> set[str]:
 # ---------------------------------------------------------------- shared checks
 
 #: Session and thread ids that go on a command line.
-SESSION = registry.Token("A-Za-z0-9._:-", "letters, digits, . _ : -")
+SESSION = registry.SESSION_ID
 ENV_NAME = registry.Shape("A-Za-z_", "A-Za-z0-9_")
 
 TIMEOUT_MESSAGE = (
@@ -164,6 +190,19 @@ def check_model(opts: dict, token: registry.Token | None) -> None:
     model = opts.get("model")
     if model is not None and token is not None and not token.accepts(model):
         raise Usage(f"--model contains unsupported characters (allowed: {token.allowed})")
+
+
+def check_flag_tokens(table: dict[str, Flag], opts: dict) -> None:
+    """Check every value of a flag that declares a token. Raises Usage."""
+    for flag in table.values():
+        if flag.token is None or opts.get(flag.dest) is None:
+            continue
+        values = opts[flag.dest] if flag.append else [opts[flag.dest]]
+        for value in values:
+            if not flag.token.accepts(value):
+                raise Usage(
+                    f"{flag.name} contains unsupported characters (allowed: {flag.token.allowed})"
+                )
 
 
 def check_token(opts: dict, field: str, flag: str, token: registry.Token) -> None:

@@ -154,7 +154,11 @@ class OpenCode(Adapter):
     )
     flags = (
         value_flag(
-            "--agent", "agent", "<name>", "OpenCode agent (default: build); plan for read-only."
+            "--agent",
+            "agent",
+            "<name>",
+            "OpenCode agent (default: build); plan for read-only.",
+            token=registry.SHELL_SAFE,
         ),
         Flag(
             "--read-only",
@@ -175,7 +179,12 @@ class OpenCode(Adapter):
             "--resume-last", "resumeLast", "Continue the most recent session (--continue)."
         ),
         value_flag(
-            "--session", "session", "<id>", "Continue this session id (ses_…).", flagged=False
+            "--session",
+            "session",
+            "<id>",
+            "Continue this session id (ses_…).",
+            flagged=False,
+            token=registry.SESSION_ID,
         ),
         switch_flag("--pure", "pure", "Run without external plugins."),
     )

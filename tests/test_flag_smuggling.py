@@ -1,0 +1,110 @@
+"""A flag's value never becomes the implementer's own flag.
+
+`--session --version` must not reach opencode as `--session` followed by
+opencode's `--version`: every value flag of every relay refuses a value that
+starts with `-` (exit 2, before anything is launched), and values with their
+own shape are checked against it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from relaykit import Bench
+
+#: Every value flag of every relay, as each relay's --help lists them.
+VALUE_FLAGS = {
+    "claude": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns",
+               "--max-budget-usd", "--session", "--timeout", "--out-dir"],
+    "cline": ["--brief", "--cd", "--lane", "--model", "--provider", "--auto-approve",
+              "--session", "--timeout", "--out-dir"],
+    "codex": ["--brief", "--cd", "--lane", "--model", "--effort", "--sandbox", "--session",
+              "--keep-env", "--timeout", "--out-dir"],
+    "commandcode": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns",
+                    "--session", "--keep-env", "--timeout", "--out-dir"],
+    "opencode": ["--brief", "--cd", "--lane", "--model", "--agent", "--variant", "--session",
+                 "--timeout", "--out-dir"],
+    "agy": ["--brief", "--cd", "--lane", "--model", "--effort", "--project", "--conversation",
+            "--print-timeout", "--add-dir", "--timeout", "--out-dir"],
+    "grok": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns", "--session",
+             "--timeout", "--out-dir"],
+    "kimi": ["--brief", "--cd", "--lane", "--model", "--session", "--add-dir", "--timeout",
+             "--out-dir"],
+    "qoder": ["--brief", "--cd", "--lane", "--model", "--context-window", "--resume",
+              "--add-dir", "--permission-mode", "--timeout", "--out-dir"],
+    "vibe": ["--brief", "--cd", "--lane", "--max-turns", "--max-price", "--max-tokens",
+             "--session", "--enabled-tools", "--disabled-tools", "--timeout", "--out-dir"],
+    "cursor": ["--brief", "--cd", "--lane", "--model", "--sandbox", "--session", "--add-dir",
+               "--timeout", "--out-dir"],
+    "pi": ["--brief", "--cd", "--lane", "--model", "--provider", "--session", "--timeout",
+           "--out-dir"],
+    "omp": ["--brief", "--cd", "--lane", "--model", "--provider", "--thinking", "--session",
+            "--timeout", "--out-dir"],
+    "aider": ["--brief", "--cd", "--lane", "--model", "--api-base", "--edit-format", "--file",
+              "--read", "--history-file", "--timeout", "--out-dir"],
+    "copilot": ["--brief", "--cd", "--lane", "--model", "--effort", "--session", "--timeout",
+                "--out-dir"],
+    "warp": ["--brief", "--cd", "--lane", "--model", "--profile", "--name", "--conversation",
+             "--skill", "--mcp", "--timeout", "--out-dir"],
+    "zcode": ["--brief", "--cd", "--lane", "--mode", "--disallowed-tools", "--session",
+              "--zcode-path", "--timeout", "--out-dir"],
+}  # fmt: skip
+CASES = [(key, flag) for key, flags in VALUE_FLAGS.items() for flag in flags]
+
+
+@pytest.mark.parametrize(("key", "flag"), CASES, ids=[f"{k}{f}" for k, f in CASES])
+def test_a_value_that_looks_like_an_option_is_refused(tmp_path, capfd, key, flag):
+    bench = Bench(tmp_path, key)
+    code, out, err = bench.in_process(capfd, flag, "--version")
+    assert code == 2, (out, err)
+    assert err == (
+        f"relay: {flag} requires a value; --version looks like an option "
+        "(a path that starts with - can be written ./--version)\n"
+    )
+    assert bench.fake.calls() == []
+    assert not bench.out.exists()
+
+
+def test_the_table_above_is_every_value_flag(tmp_path):
+    """A relay that gains a value flag must be added above (and so be tested)."""
+    from relaykit import adapter
+
+    for key, flags in VALUE_FLAGS.items():
+        found = [flag.name for flag in adapter(key).flag_table() if flag.value]
+        assert found == flags, key
+
+
+@pytest.mark.parametrize(
+    ("key", "args", "message"),
+    [
+        ("opencode", ["--session", "ses 1"], "--session contains unsupported characters"),
+        ("opencode", ["--agent", "plan;x"], "--agent contains unsupported characters"),
+        ("vibe", ["--session", "a/b"], "--session contains unsupported characters"),
+        ("vibe", ["--enabled-tools", "bash", "--enabled-tools", "x y"], "--enabled-tools"),
+        ("agy", ["--conversation", "c 1"], "--conversation contains unsupported characters"),
+        ("agy", ["--project", "p 1"], "--project contains unsupported characters"),
+        ("agy", ["--model", "m\n"], "--model contains unsupported characters"),
+        ("kimi", ["--model", "k m"], "--model contains unsupported characters"),
+    ],
+)
+def test_values_that_reach_argv_keep_their_shape(tmp_path, capfd, key, args, message):
+    bench = Bench(tmp_path, key)
+    code, _out, err = bench.in_process(capfd, *args)
+    assert code == 2
+    assert err.startswith(f"relay: {message}")
+    assert bench.fake.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("key", "args", "expected"),
+    [
+        ("vibe", ["--enabled-tools", "re:^serena_.*$"], ["--enabled-tools", "re:^serena_.*$"]),
+        ("vibe", ["--disabled-tools", "*_write"], ["--disabled-tools", "*_write"]),
+        ("agy", ["--model", "Gemini 3 Pro (High)"], ["--model", "Gemini 3 Pro (High)"]),
+    ],
+)
+def test_shaped_values_still_pass_through(tmp_path, key, args, expected):
+    bench = Bench(tmp_path, key)
+    bench.relay(*args)
+    argv = bench.fake.run_call()["argv"]
+    at = argv.index(expected[0])
+    assert argv[at : at + 2] == expected
