@@ -13,6 +13,7 @@ import os
 
 from . import approval, gitmeta, jsjson, registry, store
 from .errors import UserError
+from .reading import CONFIG_LIMIT, read_limited
 from .validation import InvalidDocument, check_document, parse_document
 
 GLOBAL_SCOPE = "global"
@@ -50,15 +51,16 @@ class ConfigFile:
         self.digest = approval.digest(raw)
 
 
-def read_config(path: str | None) -> ConfigFile | None:
-    """The checked config at `path`; None when there is no file. Raises UserError."""
-    if not path or not os.path.exists(path):
+def read_config(path: str | None, within: str | None = None) -> ConfigFile | None:
+    """The checked config at `path`; None when there is no file. Raises UserError.
+
+    A project config is read only if it stays inside its repository (`within`).
+    """
+    if not path:
         return None
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise UserError(f"{path}: cannot read ({error.strerror or error})") from None
+    raw = read_limited(path, CONFIG_LIMIT, within=within, what="fleet config")
+    if raw is None:
+        return None
     return ConfigFile(path, raw, parse_document(jsjson.decode_utf8(raw), path))
 
 
@@ -82,7 +84,7 @@ class Effective:
         self.project_path = project_config_path(paths.toplevel) if paths.toplevel else None
         self.git_dir = paths.git_dir
         self.global_file = read_config(self.global_path)
-        self.project_file = read_config(self.project_path)
+        self.project_file = read_config(self.project_path, paths.toplevel)
 
     @property
     def project_trusted(self) -> bool:
@@ -115,30 +117,34 @@ def read_document_file(path: str, label: str | None = None) -> dict:
     `label` is how messages name the file (as the user typed it).
     """
     label = label or path
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise UserError(f"{label}: cannot read ({error.strerror or error})") from None
+    raw = read_limited(path, CONFIG_LIMIT, label=label, what="fleet config")
+    if raw is None:
+        raise UserError(f"{label}: cannot read (No such file or directory)")
     return parse_document(jsjson.decode_utf8(raw), label)
 
 
 class Target:
     """Where a scope's config lives, and the write queue that guards it."""
 
-    __slots__ = ("git_dir", "lock", "path", "scope")
+    __slots__ = ("git_dir", "lock", "path", "root", "scope")
 
     def __init__(self, scope: str, path: str, lock: str, git_dir: str | None) -> None:
         self.scope = scope
         self.path = path
         self.lock = lock
         self.git_dir = git_dir
+        #: The repository a project config must stay inside (None for global).
+        self.root = os.path.dirname(os.path.dirname(path)) if git_dir else None
 
     def queued_paths(self) -> tuple[str, ...]:
         """The files this queue guards (where their temp files appear)."""
         if self.git_dir is None:
             return (os.path.realpath(self.path),)
-        return (self.path, approval.approval_path(self.git_dir))
+        return (
+            self.path,
+            approval.approval_path(self.git_dir),
+            approval.pending_path(self.git_dir),
+        )
 
 
 def target_for(scope: str, cwd: str) -> Target:
@@ -159,10 +165,14 @@ def target_for(scope: str, cwd: str) -> Target:
 
 
 def ensure_safe_project_dir(toplevel: str) -> None:
-    """Refuse a `.delegate` that is a symlink or resolves outside the repository."""
+    """Refuse a `.delegate` that is a symlink, a file, or resolves outside the repository."""
     delegate_dir = os.path.join(toplevel, ".delegate")
     if os.path.islink(delegate_dir):
         raise UserError("refusing to write: .delegate is a symlink")
+    if os.path.lexists(delegate_dir) and not os.path.isdir(delegate_dir):
+        raise UserError(
+            f"refusing to write: {delegate_dir} is a file, not a directory; move it aside"
+        )
     os.makedirs(delegate_dir, exist_ok=True)
     if os.path.islink(delegate_dir):
         raise UserError("refusing to write: .delegate is a symlink")
@@ -174,16 +184,55 @@ def ensure_safe_project_dir(toplevel: str) -> None:
         raise UserError("refusing to write: unexpected .delegate path")
 
 
+class _Locked:
+    """The target's write queue, held; a project write cut short earlier is put right first."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+        self._queue = store.queue(target.queued_paths(), target.lock)
+
+    def __enter__(self) -> None:
+        if self._target.git_dir is not None:
+            approval.check_dir(self._target.git_dir)
+        self._queue.__enter__()
+        if self._target.git_dir is not None:
+            try:
+                approval.recover(self._target.git_dir, self._target.path)
+            except BaseException:
+                self._queue.__exit__(None, None, None)
+                raise
+
+    def __exit__(self, *exc_info) -> None:
+        self._queue.__exit__(*exc_info)
+
+
+def _approved_digest(target: Target) -> str | None:
+    """The digest of the project config on disk when it is approved, else None."""
+    try:
+        current = read_limited(target.path, CONFIG_LIMIT, within=target.root)
+    except UserError:
+        return None
+    if current is None:
+        return None
+    found = approval.digest(current)
+    return found if approval.is_approved(target.git_dir, found) else None
+
+
 def _replace(target: Target, document: dict) -> None:
     """Write `document` to the target (and approve it, for a project). Queue held."""
-    if target.scope == PROJECT_SCOPE:
-        ensure_safe_project_dir(os.path.dirname(os.path.dirname(target.path)))
     data = jsjson.document_bytes(document)
-    # The user's own global file may be a symlink into their dotfiles: keep the
-    # link. A project file is never followed out of the repository.
-    store.atomic_write(target.path, data, follow_symlinks=target.scope == GLOBAL_SCOPE)
-    if target.git_dir is not None:
-        approval.approve(target.git_dir, approval.digest(data))
+    if target.scope == PROJECT_SCOPE:
+        ensure_safe_project_dir(target.root)
+        approval.replace_approved(target.git_dir, target.path, data, _approved_digest(target))
+        return
+    # The user's own global file may be a symlink into their dotfiles: keep the link.
+    try:
+        store.atomic_write(target.path, data, follow_symlinks=True)
+    except OSError as error:
+        raise UserError(
+            f"cannot write {target.path}: {error.strerror or error}; "
+            "check that its folder is a directory you can write"
+        ) from None
 
 
 def write_document(scope: str, cwd: str, document: dict) -> dict:
@@ -192,7 +241,7 @@ def write_document(scope: str, cwd: str, document: dict) -> dict:
     if problem:
         raise InvalidDocument(problem)
     target = target_for(scope, cwd)
-    with store.queue(target.queued_paths(), target.lock):
+    with _Locked(target):
         _replace(target, document)
     report = {"ok": True, "path": target.path, "lanes": list(document["lanes"])}
     if scope == PROJECT_SCOPE:
@@ -209,8 +258,8 @@ def edit_lane(scope: str, cwd: str, name: str, lane: dict | None) -> dict:
     an edit must not approve lanes nobody has reviewed.
     """
     target = target_for(scope, cwd)
-    with store.queue(target.queued_paths(), target.lock):
-        current = read_config(target.path)
+    with _Locked(target):
+        current = read_config(target.path, target.root)
         unreviewed = (
             current is not None
             and target.git_dir is not None
@@ -245,8 +294,8 @@ def edit_lane(scope: str, cwd: str, name: str, lane: dict | None) -> dict:
 def approve_current(cwd: str) -> dict:
     """Approve the project config exactly as it is on disk, after checking it."""
     target = target_for(PROJECT_SCOPE, cwd)
-    with store.queue(target.queued_paths(), target.lock):
-        current = read_config(target.path)
+    with _Locked(target):
+        current = read_config(target.path, target.root)
         if current is None:
             raise UserError(f"{target.path}: no project config to approve")
         approval.approve(target.git_dir, current.digest)
