@@ -30,8 +30,10 @@ import os
 import re
 
 from delegate_skills import gitmeta
+from delegate_skills.errors import UserError
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.reading import read_limited
+from delegate_skills.relay.adapter import Adapter, State, TextTail
 from delegate_skills.relay.engine import STDERR_NAME
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 
@@ -64,6 +66,8 @@ READ_ONLY_IDENTITY = (
 )
 #: The most stdout text kept in memory for the report (the rest is in stdout.txt).
 MAX_REPORT_CHARS = 1_048_576
+#: The most of a repository's chat history a read-only resume copies.
+HISTORY_LIMIT = 16 * 1024 * 1024
 #: The most of one line examined for a failure.
 MAX_LINE_CHARS = 65_536
 _READ_SIZE = 65_536
@@ -127,20 +131,10 @@ class AiderState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.watch = FailureWatch()
-        #: The tail of stdout kept for the report, and how much was cut before it.
-        self.chunks: list[str] = []
-        self.size = 0
-        self.dropped = 0
+        #: The tail of stdout kept for the report (it counts what was cut before it).
+        self.chunks = TextTail(limit=MAX_REPORT_CHARS)
         self.verdict: str | None = None
         self.judged = False
-
-    def keep_tail(self) -> None:
-        """Keep at most MAX_REPORT_CHARS of stdout, the latest."""
-        cut = self.size - MAX_REPORT_CHARS
-        if cut > 0:
-            self.chunks = ["".join(self.chunks)[cut:]]
-            self.size -= cut
-            self.dropped += cut
 
 
 def _under(cd: str, path: str) -> str:
@@ -148,11 +142,11 @@ def _under(cd: str, path: str) -> str:
     return os.path.abspath(os.path.join(cd, path))
 
 
-def _read_or_empty(path: str) -> bytes:
+def _read_or_empty(path: str, root: str) -> bytes:
+    """A chat history of the repository at `root`: a bounded regular file inside it, else empty."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
+        return read_limited(path, HISTORY_LIMIT, within=root) or b""
+    except UserError:
         return b""
 
 
@@ -269,7 +263,7 @@ class Aider(Adapter):
         chat = b""
         if opts["resumeLast"] and not opts["historyFile"]:
             root = gitmeta.repo_paths(opts["cd"]).toplevel or opts["cd"]
-            chat = _read_or_empty(os.path.join(root, REPO_CHAT_HISTORY))
+            chat = _read_or_empty(os.path.join(root, REPO_CHAT_HISTORY), root)
         artifacts = {INPUT_HISTORY: b"", LLM_HISTORY: b""}
         if not opts["historyFile"]:
             artifacts[CHAT_HISTORY] = chat
@@ -314,14 +308,10 @@ class Aider(Adapter):
     def on_text(self, state: AiderState, text: str) -> None:
         state.watch.feed(text)
         state.chunks.append(text)
-        state.size += len(text)
-        if state.size > 2 * MAX_REPORT_CHARS:
-            state.keep_tail()
 
     def final_message(self, state: AiderState, run) -> str:
-        state.keep_tail()
-        report = js_trim("".join(state.chunks))
-        dropped = state.dropped
+        report = js_trim(state.chunks.text())
+        dropped = state.chunks.dropped
         if dropped and report:
             return (
                 f"[the first {dropped} characters of aider's output are left out here; "

@@ -20,7 +20,7 @@ import sys
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, TextTail
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
@@ -71,7 +71,7 @@ class CommandCodeState(State):
         self.session_id = None
         self.partial = ""
         self.truncated = False
-        self.deltas: list[str] = []
+        self.deltas = TextTail()
         self.last_text = ""
         self.result: dict | None = None
         #: The child ran to its end (set at close; aborts and non-starts leave it off).
@@ -114,7 +114,7 @@ class CommandCodeState(State):
                 self.session_id = found
         kind = inner.get("type")
         if kind == "message_start":
-            self.deltas = []
+            self.deltas = TextTail()
         elif kind == "text_delta" and isinstance(inner.get("delta"), str):
             self.deltas.append(inner["delta"])
         elif kind == "text_end" and isinstance(inner.get("text"), str) and inner["text"].strip():
@@ -338,7 +338,7 @@ class CommandCode(Adapter):
 
     def final_message(self, state: CommandCodeState, run) -> str:
         final = state.result["finalText"] if state.result else ""
-        return js_trim(final or state.last_text or js_trim("".join(state.deltas)))
+        return js_trim(final or state.last_text or js_trim(state.deltas.text()))
 
     def failure(self, state: CommandCodeState) -> str | None:
         state.close()

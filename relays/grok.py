@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from delegate_skills.relay.adapter import Adapter, State, session_lines
+from delegate_skills.relay.adapter import Adapter, State, TextTail, session_lines
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -40,7 +40,7 @@ class GrokState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = opts.get("session") or None
-        self.texts: list[str] = []
+        self.texts = TextTail()
         self.usage: dict | None = None
         self.stop_reason: str | None = None
         #: The last "User cancelled the execution…" note no later `end` event overruled.
@@ -177,7 +177,7 @@ class Grok(Adapter):
             state.cancel_note = None
 
     def final_message(self, state: GrokState, run) -> str:
-        return "".join(state.texts).strip()
+        return state.texts.text().strip()
 
     def failure(self, state: GrokState) -> str | None:
         if state.stop_reason != CANCELLED and state.cancel_note is None:

@@ -206,7 +206,7 @@ def _sample_value(flag) -> list[str]:
     if not flag.value:
         return [flag.name]
     if flag.dest in ("files", "reads", "historyFile"):
-        return [flag.name, "--auto-commits"]
+        return [flag.name, "./--auto-commits"]
     return [flag.name, {"timeout": "5m", "outDir": "/unused", "lane": "x"}.get(flag.dest, "x1")]
 
 

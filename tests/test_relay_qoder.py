@@ -122,7 +122,6 @@ def test_reference_success_argv(bench):
         (["--permission-mode", "bypass_permissions"], ["--permission-mode", "bypass_permissions"]),
         (["--permission-mode", "dont_ask"], ["--permission-mode", "dont_ask"]),
         (["--permission-mode", "default"], ["--permission-mode", "default"]),
-        (["--model", "-looks-like-a-flag"], ["--permission-mode", "auto", "--model", "-looks-like-a-flag"]),
     ],
 )  # fmt: skip
 def test_argv(bench, flags, middle):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from .. import __version__, jsjson, store
 from ..errors import UserError
+from ..reading import CONFIG_LIMIT, first_symlink_below, read_limited
 
 WRITTEN_BY = f"delegate-skills {__version__}"
 UPGRADE_HINT = (
@@ -19,15 +20,25 @@ class Corrupt(Exception):
     """The file is not JSON, or its top level is not an object."""
 
 
-def read_bytes(path: str) -> bytes | None:
-    """The file's bytes, or None when there is no file. An unreadable file is a UserError."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise UserError(f"cannot read {path}: {error.strerror or error}") from None
+def read_bytes(path: str, root: str | None = None) -> bytes | None:
+    """The file's bytes, or None when there is no file. UserError when it cannot be read.
+
+    Only a regular file of at most CONFIG_LIMIT bytes is read; with `root`
+    (a project), only one whose real path stays inside it.
+    """
+    return read_limited(path, CONFIG_LIMIT, within=root)
+
+
+def refuse_symlinks(root: str | None, path: str) -> None:
+    """Refuse to write `path` when a folder on its way below the project `root` is a symlink."""
+    if root is None:
+        return
+    link = first_symlink_below(root, path)
+    if link is not None:
+        raise UserError(
+            f"refusing to write {path}: {link} is a symlink, and a project's files are "
+            "never written through one; replace it with a real folder"
+        )
 
 
 def parse_object(raw: bytes) -> dict:
@@ -74,6 +85,11 @@ def write_queue(path: str) -> Iterator[None]:
         yield
 
 
-def replace(path: str, data: bytes) -> None:
-    """Atomically replace `path` (queue held); a symlinked file keeps its link."""
-    store.atomic_write(path, data, follow_symlinks=os.path.islink(path))
+def replace(path: str, data: bytes, root: str | None = None) -> None:
+    """Atomically replace `path` (queue held).
+
+    Outside a project a symlinked file keeps its link (a dotfiles setup); in a
+    project (`root`), no symlink on the way is written through.
+    """
+    refuse_symlinks(root, path)
+    store.atomic_write(path, data, follow_symlinks=root is None and os.path.islink(path))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .. import gitmeta
 from ..errors import UserError
 from . import agents as table
-from . import bundle, lockfile
+from . import bundle, files, lockfile
 from . import state as machine
 
 PROJECT = "project"
@@ -314,7 +314,8 @@ def _tidy(placements: list[Placement]) -> None:
         sweep(placement.directory, placement.skill)
 
 
-def _apply(action: str, placement: Placement, source: Bundle, link: bool) -> None:
+def _apply(action: str, placement: Placement, source: Bundle, link: bool, root: str | None) -> None:
+    files.refuse_symlinks(root, placement.directory)
     try:
         if action == "removed":
             remove(placement.path)
@@ -398,7 +399,7 @@ def install(
     scope = scope_for(scope_name, cwd)
     state = machine.load_for_write()
     report = Report(scope)
-    with lockfile.locked(scope.lockfile) as lock:
+    with lockfile.locked(scope.lockfile, scope.root) as lock:
         lockfile.warn_unknown(lock, source.known)
         chosen_dirs = set(table.group_by_dir(chosen, scope.root))
         for skill in names:
@@ -437,7 +438,7 @@ def install(
                     if placement.status == "foreign":
                         targets -= set(placement.agents) - set(before)
                 elif action:
-                    _apply(action, placement, source, link)
+                    _apply(action, placement, source, link, scope.root)
                     report.change(placement, action, link)
             if targets:
                 revision = source.revision(skill) or ""
@@ -458,7 +459,7 @@ def uninstall(
         raise UserError(f"nothing to uninstall: there is no {scope.lockfile}")
     state = machine.load_for_write()
     report = Report(scope)
-    with lockfile.locked(scope.lockfile) as lock:
+    with lockfile.locked(scope.lockfile, scope.root) as lock:
         lockfile.warn_unknown(lock, source.known)
         for skill in skills:
             if not lockfile.plain_name(skill):
@@ -505,7 +506,7 @@ def uninstall(
                     report.refuse(skill, placement, *_refusal(placement))
                     keep += [a for a in placement.readers if a in leaving]
                 elif action:
-                    _apply(action, placement, source, link)
+                    _apply(action, placement, source, link, scope.root)
                     report.change(placement, action, link)
             if keep:
                 lock.skills[skill] = lockfile.make_entry(entry["revision"], keep, link, entry)
@@ -533,9 +534,9 @@ def sync(
         if not os.path.isfile(scope.lockfile):
             continue
         held = (
-            contextlib.nullcontext(lockfile.read(scope.lockfile))
+            contextlib.nullcontext(lockfile.read(scope.lockfile, scope.root))
             if dry_run
-            else lockfile.locked(scope.lockfile)
+            else lockfile.locked(scope.lockfile, scope.root)
         )
         with held as lock:
             lockfile.warn_unknown(lock, source.known)
@@ -582,7 +583,7 @@ def _sync_entry(
             report.refuse(skill, placement, *_refusal(placement))
         elif action:
             if not report.dry_run:
-                _apply(action, placement, source, link)
+                _apply(action, placement, source, link, scope.root)
             report.change(placement, action, link)
     revision = source.revision(skill)
     if placements and revision:
@@ -612,13 +613,13 @@ def set_enabled(cwd: str, skill: str, agents: list[str], enabled: bool) -> dict:
 
 def prune(cwd: str, dry_run: bool) -> dict:
     """Drop state entries of skills no lockfile this machine knows of mentions."""
-    lockfiles = [global_scope().lockfile]
+    lockfiles: list[tuple[str, str | None]] = [(global_scope().lockfile, None)]
     root = find_project_root(cwd)
     if root is not None:
-        lockfiles.insert(0, lockfile.project_path(root))
+        lockfiles.insert(0, (lockfile.project_path(root), root))
     installed: set[str] = set()
-    for path in lockfiles:
-        installed |= set(lockfile.read(path).skills)
+    for path, owner in lockfiles:
+        installed |= set(lockfile.read(path, owner).skills)
 
     def drop(state: machine.State) -> list[str]:
         gone = sorted(s for s in state.skills if s not in installed)
@@ -630,7 +631,7 @@ def prune(cwd: str, dry_run: bool) -> dict:
     dropped = drop(machine.load()) if dry_run else machine.update(drop)[1]
     return {
         "state": machine.state_path(),
-        "lockfiles": [p for p in lockfiles if os.path.isfile(p)],
+        "lockfiles": [p for p, _owner in lockfiles if os.path.isfile(p)],
         "dropped": dropped,
         "dryRun": dry_run,
     }
@@ -691,7 +692,7 @@ def doctor(cwd: str, scope_name: str | None) -> dict:
     problems = []
     scopes = scopes_in_use(cwd, scope_name)
     for scope in scopes:
-        lock = lockfile.read(scope.lockfile)
+        lock = lockfile.read(scope.lockfile, scope.root)
         for item in lockfile.warn_unknown(lock, source.known):
             if item["skill"] is not None and not item["problem"].startswith("unknown field"):
                 problems.append(_unknown_problem(scope, item))
@@ -735,7 +736,7 @@ def listing(cwd: str, scope_name: str | None) -> dict:
     state = machine.load()
     scopes = []
     for scope in scopes_in_use(cwd, scope_name):
-        lock = lockfile.read(scope.lockfile)
+        lock = lockfile.read(scope.lockfile, scope.root)
         lockfile.warn_unknown(lock, source.known)
         skills = []
         for skill in sorted(lock.skills):

@@ -52,11 +52,15 @@ def project_path(root: str) -> str:
 class Lock:
     """One lockfile as read: its entries, its unknown top-level fields, its bytes."""
 
-    def __init__(self, path: str, raw: bytes | None, skills: dict, extra: dict) -> None:
+    def __init__(
+        self, path: str, raw: bytes | None, skills: dict, extra: dict, root: str | None = None
+    ) -> None:
         self.path = path
         self.raw = raw
         self.skills = skills
         self.extra = extra
+        #: The project the lockfile belongs to (None for the global one).
+        self.root = root
 
     @property
     def exists(self) -> bool:
@@ -106,11 +110,14 @@ def make_entry(revision: str, targets, link: bool, old: dict | None) -> dict:
     return canonical_entry(entry)
 
 
-def read(path: str) -> Lock:
-    """The lockfile at `path` (empty when missing). A bad file is a UserError."""
-    raw = files.read_bytes(path)
+def read(path: str, root: str | None = None) -> Lock:
+    """The lockfile at `path` (empty when missing). A bad file is a UserError.
+
+    `root` is the project it belongs to: a lockfile that resolves outside it is refused.
+    """
+    raw = files.read_bytes(path, root)
     if raw is None:
-        return Lock(path, None, {}, {})
+        return Lock(path, None, {}, {}, root)
     try:
         document = files.parse_object(raw)
     except files.Corrupt as problem:
@@ -120,7 +127,7 @@ def read(path: str) -> Lock:
     if not isinstance(skills, dict):
         raise UserError(f'{path}: "skills" must be an object')
     extra = {k: v for k, v in document.items() if k not in ("version", "skills")}
-    return Lock(path, raw, dict(skills), extra)
+    return Lock(path, raw, dict(skills), extra, root)
 
 
 def actionable(lock: Lock, name: str, bundled: set[str]) -> bool:
@@ -168,13 +175,14 @@ def save(lock: Lock) -> bool:
     data = lock.to_bytes()
     if data == lock.raw:
         return False
-    files.replace(lock.path, data)
+    files.replace(lock.path, data, lock.root)
     lock.raw = data
     return True
 
 
 @contextlib.contextmanager
-def locked(path: str) -> Iterator[Lock]:
+def locked(path: str, root: str | None = None) -> Iterator[Lock]:
     """The lockfile as it is now, with its write queue held until the block ends."""
+    files.refuse_symlinks(root, path)
     with files.write_queue(path):
-        yield read(path)
+        yield read(path, root)

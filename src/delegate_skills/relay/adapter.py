@@ -15,6 +15,52 @@ import os
 from .. import registry
 from .options import COMMON_FLAGS, MODEL_FLAG, TAIL_FLAGS, Flag, check_model, timeout_ms
 
+#: The most assistant text a relay holds for its final message, in characters.
+FINAL_LIMIT = 1_048_576
+
+
+class TextTail:
+    """Assistant text as it streams in, joined by `sep`, of which only the last
+    FINAL_LIMIT characters are kept (`dropped` counts what was let go).
+
+    Memory stays bounded however much an implementer prints: a run that
+    streams 300 MB of text keeps about two megabytes of it at any moment.
+    """
+
+    __slots__ = ("_parts", "_size", "dropped", "limit", "sep")
+
+    def __init__(self, sep: str = "", limit: int = FINAL_LIMIT) -> None:
+        self.sep = sep
+        self.limit = limit
+        self.dropped = 0
+        self._parts: list[str] = []
+        self._size = 0
+
+    def append(self, text: str) -> None:
+        self._size += len(text) + (len(self.sep) if self._parts else 0)
+        self._parts.append(text)
+        if self._size > 2 * self.limit:
+            self._compact()
+
+    def extend(self, texts) -> None:
+        for text in texts:
+            self.append(text)
+
+    def _compact(self) -> None:
+        joined = self.sep.join(self._parts)
+        cut = max(0, len(joined) - self.limit)
+        self.dropped += cut
+        self._parts = [joined[cut:]]
+        self._size = len(self._parts[0])
+
+    def text(self) -> str:
+        """The kept text (at most `limit` characters, the latest)."""
+        self._compact()
+        return self._parts[0] if self._parts else ""
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
 
 class State:
     """What an adapter learns from the implementer's output during a run.

@@ -175,14 +175,19 @@ class queue:  # lower case: used as `with store.queue(...)`, like a function
         self._lock = None
 
     def __enter__(self) -> None:
-        os.makedirs(os.path.dirname(self._lock_path) or ".", exist_ok=True)
         self._lock, timed_out = _make_lock(self._lock_path, QUEUE_TIMEOUT_S)
         try:
+            os.makedirs(os.path.dirname(self._lock_path) or ".", exist_ok=True)
             self._lock.acquire()
         except timed_out:
             raise UserError(
                 f"another writer has held {self._lock_path} for {QUEUE_TIMEOUT_S:.0f}s; "
                 "wait for it to finish, then retry"
+            ) from None
+        except OSError as error:
+            raise UserError(
+                f"cannot take the write lock {self._lock_path}: {error.strerror or error}; "
+                "check that its folder is a directory you can write"
             ) from None
         for target in self._targets:
             sweep_temps(target)

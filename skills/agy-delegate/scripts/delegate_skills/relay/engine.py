@@ -20,10 +20,18 @@ import time
 from .. import registry
 from ..errors import UserError
 from ..jsjson import js_trim
+from ..reading import read_limited, read_stream_limited
 from .adapter import Adapter, State
 from .child import Child, RelaySignals, is_missing_binary, signal_name
 from .gitstate import Tripwire, touched_files
-from .options import HelpRequested, Usage, check_directory, check_flag_tokens, parse
+from .options import (
+    HelpRequested,
+    Usage,
+    check_directory,
+    check_flag_tokens,
+    parse,
+    refuse_option_like,
+)
 from .report import help_text, summary
 from .rundir import FINAL, RESULT, RunDir, default_out_dir, iso_now
 from .scan import LineScanner, ObjectScanner, Utf8Stream
@@ -39,6 +47,8 @@ TAIL_LINES = 20
 _TAIL_PARTIAL_MAX = 65536
 _PROBE_OUTPUT_MAX = 1 << 20
 STDERR_NAME = "stderr.txt"
+#: The largest brief a relay reads; relays whose CLI takes less say so themselves.
+BRIEF_LIMIT = 64 * 1024 * 1024
 
 
 class StderrTail:
@@ -127,7 +137,8 @@ class Relay:
             opts["model"] = None
         opts.update(adapter.defaults())
         table = {flag.name: flag for flag in adapter.flag_table()}
-        flagged = parse(argv, table, opts)
+        given: list[tuple[str, str]] = []
+        flagged = parse(argv, table, opts, given)
         if opts["lane"]:
             self._apply_lane(opts, flagged)
         adapter.validate(opts)
@@ -139,6 +150,7 @@ class Relay:
             adapter.check_out_dir(opts["outDir"])
         brief = read_brief(opts.get("brief"))
         adapter.check_brief(opts, brief)
+        refuse_option_like(given)
         self.opts = opts
         return brief
 
@@ -536,10 +548,11 @@ def read_brief(path: str | None) -> str:
         if not os.path.exists(path):
             raise Usage(f"brief file not found: {path}")
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-        except OSError as problem:
-            raise Usage(f"cannot read brief file: {problem.strerror or problem}") from None
+            raw = read_limited(path, BRIEF_LIMIT, label=f"brief file {path}", what="brief")
+        except UserError as problem:
+            raise Usage(str(problem)) from None
+        if raw is None:
+            raise Usage(f"brief file not found: {path}")
     else:
         try:
             interactive = os.isatty(0)
@@ -551,9 +564,12 @@ def read_brief(path: str | None) -> str:
                 "pass --brief <file> or pipe the brief on stdin"
             )
         try:
-            raw = sys.stdin.buffer.read() if sys.stdin is not None else b""
+            stdin = sys.stdin.buffer if sys.stdin is not None else None
+            raw = read_stream_limited(stdin, BRIEF_LIMIT, "the brief on stdin") if stdin else b""
         except (OSError, ValueError):
             raw = b""
+        except UserError as problem:
+            raise Usage(str(problem)) from None
     brief = raw.decode("utf-8", errors="replace")
     if not js_trim(brief):
         raise Usage("empty brief (pass --brief <file> or pipe the brief on stdin)")

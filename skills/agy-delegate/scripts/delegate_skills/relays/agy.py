@@ -17,6 +17,7 @@ import os
 import re
 
 from delegate_skills import registry
+from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.gitstate import Tripwire
 from delegate_skills.relay.options import (
@@ -76,11 +77,7 @@ def _duration(ms: int) -> str:
 
 
 def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(_READ_CAP).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    return part_of_file(path, _READ_CAP).decode("utf-8", errors="replace")
 
 
 def _first_match(patterns: tuple[re.Pattern, ...], text: str) -> str | None:

@@ -12,6 +12,7 @@ import os
 import time
 
 from ..errors import UserError
+from ..reading import CONFIG_LIMIT, read_limited
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
@@ -51,13 +52,18 @@ def run_marker(
     return document_bytes(marker)
 
 
-def _read_json(path: str) -> dict | None:
+#: A result holds at most a bounded final message and stderr tail.
+RESULT_LIMIT = 16 * 1024 * 1024
+
+
+def _read_json(path: str, limit: int) -> dict | None:
+    """The JSON object in `path`; None when it is missing, too large, not a file or not JSON."""
     import json
 
     try:
-        with open(path, "rb") as handle:
-            value = json.loads(handle.read())
-    except (OSError, ValueError):
+        raw = read_limited(path, limit)
+        value = json.loads(raw) if raw is not None else None
+    except (UserError, ValueError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -105,8 +111,11 @@ class Run:
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = os.path.abspath(out_dir)
-        self.marker = _read_json(os.path.join(self.out_dir, RUN_FILE)) or {}
-        self.result = _read_json(os.path.join(self.out_dir, RESULT_FILE))
+        self.marker = _read_json(os.path.join(self.out_dir, RUN_FILE), CONFIG_LIMIT) or {}
+        self.result = self._read_result()
+
+    def _read_result(self) -> dict | None:
+        return _read_json(os.path.join(self.out_dir, RESULT_FILE), RESULT_LIMIT)
 
     @property
     def exists(self) -> bool:
@@ -118,9 +127,9 @@ class Run:
             return str(self.result.get("status"))
         if self.marker and _alive(self.marker):
             # The result may have landed between the two reads.
-            self.result = _read_json(os.path.join(self.out_dir, RESULT_FILE))
+            self.result = self._read_result()
             return str(self.result.get("status")) if self.result else "running"
-        self.result = _read_json(os.path.join(self.out_dir, RESULT_FILE))
+        self.result = self._read_result()
         return str(self.result.get("status")) if self.result else "lost"
 
     def summary(self) -> dict:

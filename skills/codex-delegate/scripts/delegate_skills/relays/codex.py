@@ -8,7 +8,8 @@ the session was configured with unless a flag or lane names one.
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State, session_lines
+from delegate_skills.reading import tail_of_file
+from delegate_skills.relay.adapter import FINAL_LIMIT, Adapter, State, session_lines
 from delegate_skills.relay.options import (
     SESSION,
     Flag,
@@ -148,11 +149,7 @@ class Codex(Adapter):
             state.session_id = found
 
     def final_message(self, state: State, run) -> str:
-        try:
-            with open(run.final_path, "rb") as handle:
-                return handle.read().decode("utf-8", errors="replace").strip()
-        except OSError:
-            return ""
+        return tail_of_file(run.final_path, FINAL_LIMIT).decode("utf-8", errors="replace").strip()
 
     def config_fields(self, opts: dict, state: State) -> dict:
         resuming = bool(opts["session"] or opts["resumeLast"])

@@ -10,7 +10,7 @@ bracketed parameters (`name[context=1m,effort=high]`).
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, TextTail
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -40,7 +40,7 @@ class CursorState(State):
         super().__init__(opts)
         self.model: str | None = None
         self.permission_mode: str | None = None
-        self.chunks: list[str] = []
+        self.chunks = TextTail("\n\n")
         self.result_text: str | None = None
         self.is_error = False
         self.usage: dict | None = None
@@ -159,7 +159,7 @@ class Cursor(Adapter):
     def final_message(self, state: CursorState, run) -> str:
         if state.result_text and state.result_text.strip():
             return state.result_text
-        return "\n\n".join(state.chunks)
+        return state.chunks.text()
 
     def failure(self, state: CursorState) -> str | None:
         if state.is_error:

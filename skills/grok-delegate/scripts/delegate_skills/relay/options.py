@@ -1,12 +1,13 @@
 """Relay command lines: the flag table, parsing, and the shared value checks.
 
 Parsing follows the Node relays: one left-to-right pass over exact tokens (no
-`--flag=value`, no bundling); the last of a repeated flag wins, list flags
-append; `-h`/`--help` prints help and exits 0 the moment it is reached. One
-difference: a value may not start with `-`. Values reach the implementer's
-command line, where `--session --version` would become the implementer's own
-`--version`; a path that starts with `-` can be written `./-name`. Every usage
-error is one `relay: …` line on stderr and exit 2, before any artifact exists.
+`--flag=value`, no bundling); a value flag takes the next token, whatever it
+is; the last of a repeated flag wins, list flags append; `-h`/`--help` prints
+help and exits 0 the moment it is reached. Once the relay's own checks have
+run, any value that starts with `-` is refused (`refuse_option_like`): values
+reach the implementer's command line, where `--session --version` would
+become the implementer's own `--version`. Every usage error is one `relay: …`
+line on stderr and exit 2, before any artifact exists.
 """
 
 from __future__ import annotations
@@ -123,8 +124,13 @@ MODEL_FLAG = value_flag("--model", "model", "<name>", "Model for this run.")
 PATH_DESTS = ("cd", "outDir")
 
 
-def parse(argv: list[str], table: dict[str, Flag], opts: dict) -> set[str]:
-    """Apply `argv` to `opts`; return the set of fields set by explicit flags."""
+def parse(
+    argv: list[str], table: dict[str, Flag], opts: dict, given: list | None = None
+) -> set[str]:
+    """Apply `argv` to `opts`; return the set of fields set by explicit flags.
+
+    `given`, when passed, receives each (flag, value) pair as typed.
+    """
     flagged: set[str] = set()
     i = 0
     while i < len(argv):
@@ -139,11 +145,8 @@ def parse(argv: list[str], table: dict[str, Flag], opts: dict) -> set[str]:
                 raise Usage(f"{token} requires a value")
             i += 1
             value = argv[i]
-            if value.startswith("-"):
-                raise Usage(
-                    f"{token} requires a value; {value} looks like an option "
-                    "(a path that starts with - can be written ./" + value + ")"
-                )
+            if given is not None:
+                given.append((token, value))
             if flag.dest in PATH_DESTS:
                 value = os.path.abspath(value)
             if flag.append:
@@ -190,6 +193,20 @@ def check_model(opts: dict, token: registry.Token | None) -> None:
     model = opts.get("model")
     if model is not None and token is not None and not token.accepts(model):
         raise Usage(f"--model contains unsupported characters (allowed: {token.allowed})")
+
+
+def refuse_option_like(given: list[tuple[str, str]]) -> None:
+    """Refuse a value that starts with `-`: on the implementer's command line it is an option.
+
+    Checked after the relay's own checks, which word some of these refusals
+    their own way.
+    """
+    for flag, value in given:
+        if value.startswith("-"):
+            raise Usage(
+                f"{flag} requires a value; {value} looks like an option "
+                f"(a path that starts with - can be written ./{value})"
+            )
 
 
 def check_flag_tokens(table: dict[str, Flag], opts: dict) -> None:

@@ -11,7 +11,7 @@ a dash), which caps its size.
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import State
+from delegate_skills.relay.adapter import State, TextTail
 from delegate_skills.relay.options import Usage, check_model, switch_flag, timeout_ms
 from delegate_skills.relay.parts import (
     ArgvBriefAdapter,
@@ -42,7 +42,7 @@ NO_READ_ONLY = (
 class KimiState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
-        self.chunks: list[str] = []
+        self.chunks = TextTail("\n\n")
 
 
 class Kimi(ArgvBriefAdapter):
@@ -116,7 +116,7 @@ class Kimi(ArgvBriefAdapter):
             state.session_id = event["session_id"]
 
     def final_message(self, state: KimiState, run) -> str:
-        return "\n\n".join(state.chunks)
+        return state.chunks.text()
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {"model": opts["model"], "resumed": bool(opts["resumeLast"] or opts["session"])}

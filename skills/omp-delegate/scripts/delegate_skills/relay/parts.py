@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from .. import registry
-from .adapter import Adapter, State, session_lines
+from .adapter import Adapter, State, TextTail, session_lines
 from .options import ENV_NAME, NOT_A_DURATION, SESSION, Flag, Usage, check_exclusive, check_token
 
 #: The largest brief passed as one command-line argument (Linux caps one near 128 KiB).
@@ -181,7 +181,7 @@ class AgentState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = None
-        self.texts: list[str] = []
+        self.texts = TextTail("\n\n")
         self.provider: str | None = None
         self.model: str | None = None
         self.usage: dict | None = None
@@ -250,7 +250,7 @@ class AgentEventsAdapter(Adapter):
             or message.get("role") != "assistant"
         ):
             return
-        state.texts += [text for text in text_blocks(message.get("content")) if text]
+        state.texts.extend(text for text in text_blocks(message.get("content")) if text)
         for attr, field in (
             ("provider", "provider"),
             ("model", "model"),
@@ -264,7 +264,7 @@ class AgentEventsAdapter(Adapter):
             state.error = message["errorMessage"]
 
     def final_message(self, state: AgentState, run) -> str:
-        return "\n\n".join(state.texts)
+        return state.texts.text()
 
     def failure(self, state: AgentState) -> str | None:
         if state.stop_reason not in self.failed_stops:

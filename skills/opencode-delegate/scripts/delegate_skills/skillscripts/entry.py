@@ -33,15 +33,18 @@ def skill_key(skill_dir: str) -> str | None:
     name = os.path.basename(os.path.normpath(skill_dir))
     if name.endswith(SKILL_SUFFIX):
         return name[: -len(SKILL_SUFFIX)]
+    from ..errors import UserError
+    from ..reading import CONFIG_LIMIT, read_limited
+
     try:
-        with open(os.path.join(skill_dir, "SKILL.md"), encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("name:"):
-                    declared = line.split(":", 1)[1].strip().strip("\"'")
-                    if declared.endswith(SKILL_SUFFIX):
-                        return declared[: -len(SKILL_SUFFIX)]
-    except OSError:
-        pass
+        raw = read_limited(os.path.join(skill_dir, "SKILL.md"), CONFIG_LIMIT)
+    except UserError:
+        return None
+    for line in (raw or b"").decode("utf-8", errors="replace").split("\n"):
+        if line.startswith("name:"):
+            declared = line.split(":", 1)[1].strip().strip("\"'")
+            if declared.endswith(SKILL_SUFFIX):
+                return declared[: -len(SKILL_SUFFIX)]
     return None
 
 

@@ -16,7 +16,7 @@ import re
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import State
+from delegate_skills.relay.adapter import State, TextTail
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
@@ -53,8 +53,8 @@ class QoderState(State):
         self.model: str | None = None
         self.permission_mode: str | None = None
         self.tools: list | None = None
-        self.chunks: list[str] = []
-        self.deltas: list[str] = []
+        self.chunks = TextTail("\n\n")
+        self.deltas = TextTail()
         self.result_text = ""
         self.saw_result = False
         self.subtype: str | None = None
@@ -243,7 +243,7 @@ class Qoder(ArgvBriefAdapter):
             state.denials = event["permission_denials"]
 
     def final_message(self, state: QoderState, run) -> str:
-        return state.result_text or "\n\n".join(state.chunks) or "".join(state.deltas)
+        return state.result_text or state.chunks.text() or state.deltas.text()
 
     def extra_tools(self, state: QoderState) -> list[str]:
         """Tools the init event offered a read-only run beyond the readers."""

@@ -9,7 +9,7 @@ than silently ignored, and the diff is the record of what happened.
 
 from __future__ import annotations
 
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, TextTail
 from delegate_skills.relay.options import NOT_A_DURATION, Flag, Usage, switch_flag, value_flag
 from delegate_skills.relay.parts import check_argv_brief, check_shell_tokens, text_blocks
 
@@ -34,7 +34,7 @@ class WarpState(State):
         super().__init__(opts)
         self.run_id: str | None = None
         self.run_url: str | None = None
-        self.chunks: list[str] = []
+        self.chunks = TextTail("\n\n")
         self.stream_error: str | None = None
 
 
@@ -178,7 +178,7 @@ class Warp(Adapter):
         state.chunks.extend(text for text in _texts(event) if text.strip())
 
     def final_message(self, state: WarpState, run) -> str:
-        return "\n\n".join(state.chunks)
+        return state.chunks.text()
 
     def failure(self, state: WarpState) -> str | None:
         return state.stream_error
