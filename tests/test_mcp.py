@@ -191,6 +191,29 @@ def test_dispatch_refuses_flags_it_sets_itself(world):
     assert result.is_error and "--out-dir is set by the dispatch tool" in text(result)
 
 
+def test_dispatch_reports_a_relay_usage_error_at_once(world, tmp_path):
+    async def body(session):
+        return await session.call_tool(
+            "dispatch",
+            {
+                "implementer": "codex",
+                "brief": "x",
+                "cwd": str(world["repo"]),
+                "args": ["--timeout", "soon"],
+            },
+        )
+
+    result = with_server(world["env"], body)
+    assert result.is_error
+    assert text(result) == (
+        'Error executing tool dispatch: relay: --timeout "soon" is invalid or too long; '
+        "use a positive h/m/s duration no longer than about 24 days"
+    )
+    # The run directory it made for the relay is gone again.
+    root = tmp_path / "tmp" / "delegate-relay"
+    assert not root.exists() or list(root.iterdir()) == []
+
+
 def test_no_tool_changes_config_approval_or_lanes(world, tmp_path):
     before = fingerprint(world)
     candidate = write_json(tmp_path / "other.json", fleet_doc({"evil": {"implementer": "codex"}}))

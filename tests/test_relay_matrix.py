@@ -407,3 +407,46 @@ def test_default_run_dir_is_private(tmp_path, monkeypatch):
     assert os.stat(run_dir).st_mode & 0o777 == 0o700
     for name in ("brief.txt", "events.jsonl", "result.json"):
         assert os.stat(os.path.join(run_dir, name)).st_mode & 0o777 == 0o600
+
+
+def _default_run(tmp_path, bench):
+    from fakes import relay as run_relay
+
+    env = bench.fake.env(TMPDIR=str(tmp_path / "tmp"))
+    return run_relay(
+        "codex", "--brief", str(bench.brief), "--cd", str(bench.work), env=env, out_dir=bench.out
+    )
+
+
+def test_the_shared_run_root_is_created_private(tmp_path):
+    bench = Bench(tmp_path, "codex")
+    bench.script({})
+    (tmp_path / "tmp").mkdir()
+    assert _default_run(tmp_path, bench).code == 0
+    assert os.stat(tmp_path / "tmp" / "delegate-relay").st_mode & 0o777 == 0o700
+
+
+def test_a_shared_run_root_left_open_is_made_private(tmp_path):
+    bench = Bench(tmp_path, "codex")
+    bench.script({})
+    root = tmp_path / "tmp" / "delegate-relay"
+    root.mkdir(parents=True)
+    root.chmod(0o777)
+    assert _default_run(tmp_path, bench).code == 0
+    assert os.stat(root).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the directory away")
+def test_a_shared_run_root_owned_by_another_user_is_refused(tmp_path):
+    bench = Bench(tmp_path, "codex")
+    bench.script({})
+    root = tmp_path / "tmp" / "delegate-relay"
+    root.mkdir(parents=True)
+    os.chown(root, 54321, 54321)
+    run = _default_run(tmp_path, bench)
+    assert run.code == 2, run
+    assert run.err == (
+        f"relay: cannot prepare run artifacts: {root} belongs to another user (uid 54321); "
+        "remove it, or pass --out-dir\n"
+    )
+    assert list(root.iterdir()) == []

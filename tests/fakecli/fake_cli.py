@@ -51,15 +51,28 @@ def write_out(stream, data):
 def grandchild(spec):
     import subprocess
 
-    code = (
-        "import signal, time\n"
-        + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if spec.get("ignore_term") else "")
-        + "while True: time.sleep(3600)\n"
-    )
+    code = "import os, signal, time\n"
+    if spec.get("ignore_term"):
+        code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    elif spec.get("term_write"):
+        # A late writer: it writes when told to stop, then leaves.
+        path, content = spec["term_write"]
+        code += (
+            "def stop(*_):\n"
+            f"    with open({path!r}, 'w') as f: f.write({content!r})\n"
+            "    os._exit(0)\n"
+            "signal.signal(signal.SIGTERM, stop)\n"
+            "os.write(1, b'r')\n"
+        )
+    code += "while True: time.sleep(3600)\n"
     stdio = None if spec.get("hold_pipes") else subprocess.DEVNULL
+    ready = subprocess.PIPE if spec.get("term_write") else stdio
     proc = subprocess.Popen(
-        [sys.executable, "-S", "-c", code], stdin=subprocess.DEVNULL, stdout=stdio, stderr=stdio
+        [sys.executable, "-S", "-c", code], stdin=subprocess.DEVNULL, stdout=ready, stderr=stdio
     )
+    if spec.get("term_write"):
+        proc.stdout.read(1)  # its handler is in place
+        proc.stdout.close()
     if spec.get("pid_file"):
         with open(spec["pid_file"], "w") as handle:
             handle.write(str(proc.pid))
@@ -86,6 +99,8 @@ def act(action):
             take = min(remaining, lines_per_block)
             write_out(sys.stdout, block if take == lines_per_block else line * take)
             remaining -= take
+    elif "repeat" in action:
+        repeat(action["repeat"])
     elif "write" in action:
         path, content = action["write"]
         with open(path, "w") as handle:
@@ -118,6 +133,28 @@ def act(action):
     elif "wait" in action:
         while True:
             time.sleep(3600)
+
+
+def repeat(spec):
+    """Write spec["text"] spec["count"] times; "@N@" in it becomes the repetition's number.
+
+    Unlike "spam" the text needs no newline: one JSON string can run across
+    many writes, and numbered events can carry distinct ids.
+    """
+    text, count = spec["text"], spec["count"]
+    out = sys.stdout.buffer
+    if "@N@" in text:
+        for n in range(count):
+            out.write(text.replace("@N@", str(n)).encode())
+    else:
+        data = text.encode()
+        per_block = max(1, 65536 // max(1, len(data)))
+        block = data * per_block
+        while count > 0:
+            take = min(count, per_block)
+            out.write(block if take == per_block else data * take)
+            count -= take
+    out.flush()
 
 
 def on_term(spec):

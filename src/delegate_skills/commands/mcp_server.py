@@ -14,6 +14,7 @@ import datetime
 import os
 import subprocess
 import sys
+import time
 
 INSTRUCTIONS = (
     "delegate-skills: find installed coding-agent CLIs, read the fleet lanes, dispatch a "
@@ -63,28 +64,87 @@ def _dispatch_dir(cwd: str) -> str:
     return os.path.join(default_root(), f"{base}-{stamp}-mcp{os.urandom(3).hex()}")
 
 
+#: The relay's own stderr, kept in the run directory a dispatch creates.
+RELAY_LOG = "relay-stderr.txt"
+#: How long dispatch waits for a relay to show it started (run.json) or failed.
+START_WAIT_S = 60.0
+_START_POLL_S = 0.02
+#: The most of a failed relay's stderr that dispatch reports.
+_LOG_LIMIT = 64 * 1024
+
+
 def start_relay(implementer: str, brief: str, cwd: str, lane: str | None, args: list[str]) -> dict:
-    """Start `delegate relay` detached with `brief` on its stdin; its out dir and pid."""
+    """Start `delegate relay` detached with `brief` on its stdin; its out dir and pid.
+
+    Returns once the relay has written run.json (it passed its checks and
+    the run is on its way); a relay that exits first, on a usage error for
+    example, raises CommandFailed with what it printed.
+    """
+    from ..relay.rundir import default_root, ensure_private_root
+
     for arg in args:
         if arg in RESERVED_FLAGS:
             raise CommandFailed(f"{arg} is set by the dispatch tool; leave it out of args")
     if not os.path.isdir(cwd):
         raise CommandFailed(f"cwd is not a directory: {cwd}")
     out_dir = _dispatch_dir(cwd)
+    try:
+        ensure_private_root(default_root())
+        os.mkdir(out_dir, 0o700)
+        log = os.open(
+            os.path.join(out_dir, RELAY_LOG),
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+            0o600,
+        )
+    except OSError as problem:
+        raise CommandFailed(f"cannot create the run directory {out_dir}: {problem}") from None
     argv = delegate_argv("relay", implementer, "--cd", cwd, "--out-dir", out_dir)
     if lane:
         argv += ["--lane", lane]
     argv += list(args)
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    proc.stdin.write(brief.encode("utf-8"))
-    proc.stdin.close()
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
+            start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(log)
+    try:
+        proc.stdin.write(brief.encode("utf-8"))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it exited before reading the brief: its stderr says why
+    if not _started(proc, out_dir):
+        raise CommandFailed(_start_failure(proc, out_dir))
     return {"outDir": out_dir, "pid": proc.pid, "implementer": implementer, "lane": lane}
+
+
+def _started(proc: subprocess.Popen, out_dir: str) -> bool:
+    """Wait until the relay wrote run.json (True) or exited without it (False)."""
+    from ..relay.runs import RUN_FILE
+
+    marker = os.path.join(out_dir, RUN_FILE)
+    ends = time.monotonic() + START_WAIT_S
+    while time.monotonic() < ends:
+        if os.path.exists(marker):
+            return True
+        if proc.poll() is not None:
+            return os.path.exists(marker)
+        time.sleep(_START_POLL_S)
+    return True  # still going after a minute: it is running, and `runs` will tell
+
+
+def _start_failure(proc: subprocess.Popen, out_dir: str) -> str:
+    """What a relay that exited before starting printed; its directory is removed."""
+    log = os.path.join(out_dir, RELAY_LOG)
+    try:
+        with open(log, "rb") as handle:
+            text = handle.read(_LOG_LIMIT).decode("utf-8", errors="replace").strip()
+        os.unlink(log)
+        os.rmdir(out_dir)
+    except OSError:
+        text = ""
+    return text or f"the relay exited {proc.returncode} before the run started"
 
 
 def build_server():

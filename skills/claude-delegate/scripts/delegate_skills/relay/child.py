@@ -3,8 +3,10 @@
 The child leads a new session (its own process group), so the relay can
 signal the whole tree it spawns. One selector loop in the main thread pumps
 the child's stdout and stderr, feeds its stdin, notices the child's exit, and
-wakes up for the relay's own signals (SIGTERM, SIGINT, SIGHUP), which are
-recorded by a handler and delivered through a wakeup pipe.
+wakes up for the relay's own signals (SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+SIGUSR1), which are recorded by a handler and delivered through a wakeup
+pipe. On Linux the child is started with a parent-death signal, so it does
+not outlive a relay that is killed outright.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import selectors
 import signal
 import subprocess
 import time
+
+from . import procgroup
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False
@@ -28,13 +32,13 @@ LINGER_S = 5.0
 #: Without a pidfd, how often to look for the child's exit once its pipes are done.
 _POLL_S = 0.005
 
-WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 #: What the loop's selector holds besides output pipes (whose data is their handler).
 _WAKEUP, _EXIT, _STDIN = "wakeup", "exit", "stdin"
 
 
 class RelaySignals:
-    """Records SIGTERM/SIGINT/SIGHUP sent to the relay; the select loop wakes on them."""
+    """Records the WATCHED_SIGNALS sent to the relay; the select loop wakes on them."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
@@ -136,6 +140,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=procgroup.death_signal_hook(),
         )
         for stream, handler in (
             (self.proc.stdout, self._on_stdout),
@@ -176,6 +181,15 @@ class Child:
                     self.proc.send_signal(signum)
                 except OSError:
                     pass
+
+    def sweep(self, grace_s: float) -> list[int]:
+        """End what is left of the tree after the child exited; the pids that were left."""
+        return procgroup.sweep(self.proc.pid, grace_s) if self.proc else []
+
+    def kill_tree(self) -> None:
+        """SIGKILL the whole tree and wait (bounded) until nothing of it runs."""
+        if self.proc is not None:
+            procgroup.kill_all(self.proc.pid)
 
     def pump(
         self,

@@ -1,13 +1,15 @@
 """What git can say about the work tree: touched files and the read-only tripwire.
 
 `touched_files` is `git status --porcelain`, line for line (None when git
-cannot say). The tripwire answers "did a read-only run change anything git
-can see?" with three values: True (a change is proven), False (coverage was
-complete and nothing changed) and None (coverage was incomplete: git
-missing, an unreadable path, a submodule). It compares the status before and
-after, and fingerprints (content, mode, index entry) every path that was
-already dirty, so an edit to an already-modified file is caught too. The
-relay's own artifacts are left out when they sit inside the repository.
+cannot say). The tripwire answers "did a read-only run change anything?"
+with three values: True (a change is proven), False (coverage was complete
+and nothing changed) and None (coverage was incomplete: git missing, an
+unreadable path, a submodule, too many ignored files). It compares the
+status before and after, fingerprints (content, mode, index entry) every
+path that was already dirty, so an edit to an already-modified file is
+caught too, and compares what `gitprint` records of refs, index, git-dir
+files and ignored files. The relay's own artifacts are left out when they
+sit inside the repository.
 """
 
 from __future__ import annotations
@@ -223,20 +225,59 @@ def _changed(before: _Prints | None) -> tuple[list[str], bool]:
 
 
 class Tripwire:
-    """Baseline taken once before the run; `verdict()` may be asked at every result write."""
+    """Baseline taken once before the run; `verdict()` may be asked at every result write.
+
+    After `verdict()`, `changes` names what changed (work-tree paths as git
+    names them, refs, the index, git-dir files, ignored files) and
+    `unverified` says why coverage was incomplete, when it was.
+    """
 
     def __init__(self, cwd: str, artifacts: list[str]) -> None:
         self._cwd = cwd
         self._artifacts = artifacts
         self._tree = _tree_state(cwd, artifacts)
         self._prints = _dirty_prints(cwd, artifacts)
+        self._repo = self._repo_print()
+        self.changes: list[str] = []
+        self.unverified: str | None = None
+
+    def _repo_print(self):
+        from .gitprint import RepoPrint
+
+        root = repo_root(self._cwd) if self._tree is not None else None
+        if root is None:
+            return None
+        return RepoPrint(self._cwd, root, _Exclusions(root, self._artifacts))
 
     def verdict(self) -> bool | None:
         after = _tree_state(self._cwd, self._artifacts)
         changed, complete = _changed(self._prints)
-        moved = self._tree is not None and after is not None and self._tree != after
-        if moved or changed:
+        moved = _moved(self._tree, after)
+        repo_after = self._repo_print() if self._repo is not None else None
+        repo_changes = self._repo.changes(repo_after) if repo_after is not None else []
+        self.changes = sorted({*moved, *changed}) + repo_changes
+        self.unverified = self._gap(after, complete, repo_after)
+        if self.changes:
             return True
-        if self._tree is None or after is None or not complete:
-            return None
-        return False
+        return None if self.unverified else False
+
+    def _gap(self, after, complete: bool, repo_after) -> str | None:
+        if self._tree is None or after is None:
+            return "git could not report the work tree"
+        if not complete:
+            return "a submodule or an unreadable path left the work tree partly covered"
+        for repo in (self._repo, repo_after):
+            if repo is None:
+                return "git could not report the repository"
+            if repo.problem:
+                return repo.problem
+        return None
+
+
+def _moved(before: list | None, after: list | None) -> list[str]:
+    """Paths whose `git status` entry differs between two tree states."""
+    if before is None or after is None:
+        return []
+    old = {tuple(entry) for entry in before}
+    new = {tuple(entry) for entry in after}
+    return sorted({entry[2] for entry in old ^ new})

@@ -95,17 +95,35 @@ def _read_only_lines(result: dict) -> list[str]:
         return []
     verdict = result["readOnlyViolation"]
     if verdict is True:
-        return [
+        lines = [
             "warning: a git-visible change was detected during this read-only run; "
             "inspect the working tree immediately."
         ]
+        changes = result.get("readOnlyChanges") or []
+        if changes:
+            more = (
+                f" (and {len(changes) - SHOWN_CHANGES} more)"
+                if len(changes) > SHOWN_CHANGES
+                else ""
+            )
+            lines.append("changed: " + ", ".join(changes[:SHOWN_CHANGES]) + more)
+        return lines
     if verdict is None:
+        why = result.get("readOnlyUnverified")
+        reason = (
+            why
+            if why
+            else "git could not report, or a submodule or unreadable path left coverage incomplete"
+        )
         return [
-            "warning: this read-only run could not be verified (git could not report, or a "
-            "submodule or unreadable path left coverage incomplete); inspect the working "
-            "tree directly."
+            f"warning: this read-only run could not be verified ({reason}); "
+            "inspect the working tree directly."
         ]
     return []
+
+
+#: How many changed items the summary names.
+SHOWN_CHANGES = 5
 
 
 def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path: str) -> str:

@@ -33,7 +33,7 @@ from .options import (
     refuse_option_like,
 )
 from .report import help_text, summary
-from .rundir import FINAL, RESULT, RunDir, default_out_dir, iso_now
+from .rundir import FINAL, RESERVE, RESULT, RunDir, default_out_dir, iso_now
 from .scan import LineScanner, ObjectScanner, Utf8Stream
 
 PREFLIGHT_CAP_S = 10.0
@@ -178,7 +178,12 @@ class Relay:
         self.signals = RelaySignals()
         self.signals.install()
         started = iso_now()
-        self.run = RunDir(opts["outDir"] or default_out_dir(opts["cd"], started), started, brief)
+        try:
+            out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
+        except OSError as problem:
+            _say(f"cannot prepare run artifacts: {problem}")
+            return 2
+        self.run = RunDir(out_dir, started, brief)
         self.state = adapter.new_state(opts)
         self.state.run = self.run
         fresh = self._fresh_artifacts(brief)
@@ -187,8 +192,9 @@ class Relay:
         except OSError as problem:
             _say(f"cannot prepare run artifacts: {problem}")
             return 2
+        self.run.reserve()
         if adapter.read_only(opts):
-            names = sorted({*fresh, RESULT, FINAL})
+            names = sorted({*fresh, RESULT, FINAL, RESERVE})
             self.tripwire = Tripwire(opts["cd"], [self.run.file(name) for name in names])
         env = adapter.child_env(opts)
         launcher = adapter.launcher(opts, env)
@@ -358,11 +364,25 @@ class Relay:
             return self._finish(
                 "failed", 1, None, error=f"could not start {adapter.binary}: {problem}"
             )
+        self._record_group(child)
         try:
             return self._watch(child, scanner, decoder)
         finally:
             child.close()
             run.close()
+
+    def _record_group(self, child: Child) -> None:
+        """Add the implementer's process group to run.json, for `runs` to find."""
+        from .runs import RUN_FILE, run_marker
+
+        adapter, opts, run = self.adapter, self.opts, self.run
+        marker = run_marker(
+            adapter.key, opts["lane"], opts["cd"], run.path, run.started_at, group=child.pid
+        )
+        try:
+            run.replace(RUN_FILE, marker)
+        except OSError:
+            pass  # the run goes on; `runs` then only knows the relay's pid
 
     def _scanner(self):
         parser = self.adapter.parser
@@ -394,9 +414,18 @@ class Relay:
         if reason == "signal":
             return self._abort(child, scanner, decoder)
         if fired:
-            child.signal_tree(signal.SIGKILL)
+            child.kill_tree()
+        else:
+            self._sweep(child)
         self._drain_scanner(scanner, decoder)
         return self._closed(child, fired)
+
+    def _sweep(self, child: Child) -> None:
+        """End what the implementer left running, before the verdict is taken."""
+        left = child.sweep(grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S))
+        if left:
+            pids = ", ".join(str(pid) for pid in left)
+            _say(f"ended {len(left)} process(es) {self.adapter.display} left running (pid {pids})")
 
     def _drain_scanner(self, scanner, decoder: Utf8Stream) -> None:
         if scanner is not None:
@@ -419,6 +448,13 @@ class Relay:
             if fired
             else problem
         )
+        if self.run.write_error is not None:
+            name, problem = self.run.write_error
+            succeeded, status, exit_code = False, "failed", 1
+            error = (
+                f"cannot record {name} in {self.run.path}: {problem.strerror or problem}; "
+                f"{adapter.display} ran on unrecorded from there"
+            )
         tail = None if succeeded else self.tail.snapshot()
         return self._finish(status, exit_code, exited.signal_name, tail=tail, error=error)
 
@@ -435,7 +471,7 @@ class Relay:
         child.pump(
             time.monotonic() + grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S), watch_signals=False
         )
-        child.signal_tree(signal.SIGKILL)
+        child.kill_tree()
         self._drain_scanner(scanner, decoder)
         self._finish("aborted", code, name, tail=self.tail.snapshot(), error=error)
         return code
@@ -454,6 +490,7 @@ class Relay:
     ) -> int:
         """Write result.json (again, if need be) and print the summary once."""
         adapter, run = self.adapter, self.run
+        run.release()
         if final is None:
             final = adapter.final_message(self.state, run)
             if final and not adapter.child_writes_final:
@@ -525,6 +562,10 @@ class Relay:
         extra["touchedFiles"] = touched_files(opts["cd"])
         if self.tripwire is not None:
             extra["readOnlyViolation"] = self.tripwire.verdict()
+            if self.tripwire.changes:
+                extra["readOnlyChanges"] = self.tripwire.changes
+            elif self.tripwire.unverified:
+                extra["readOnlyUnverified"] = self.tripwire.unverified
         extra.update(adapter.trailing_fields(state))
         if tail is not None:
             extra["stderrTail"] = tail

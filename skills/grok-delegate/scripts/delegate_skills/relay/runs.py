@@ -3,7 +3,9 @@
 Every relay run directory holds `run.json` from the moment the run starts
 (who is running it, for which implementer, lane and working directory) and
 `result.json` once it is over. A run without a result is `running` while its
-relay process lives, and `lost` once that process is gone.
+relay process lives; once that process is gone it is `orphaned` while a
+process of the implementer's group still runs, and `lost` when none does.
+`wait` ends an orphaned group before it reports `lost`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 
 from ..errors import UserError
 from ..reading import CONFIG_LIMIT, read_limited
+from . import procgroup
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
@@ -33,9 +36,17 @@ def process_start(pid: int) -> str | None:
 
 
 def run_marker(
-    implementer: str, lane: str | None, workdir: str, out_dir: str, started_at: str
+    implementer: str,
+    lane: str | None,
+    workdir: str,
+    out_dir: str,
+    started_at: str,
+    group: int | None = None,
 ) -> bytes:
-    """The bytes of run.json for the relay process calling this."""
+    """The bytes of run.json for the relay process calling this.
+
+    `group` is the implementer's process group, once it is launched.
+    """
     pid = os.getpid()
     marker = {
         "schema": RUN_SCHEMA,
@@ -47,6 +58,9 @@ def run_marker(
         "pidStart": process_start(pid),
         "startedAt": started_at,
     }
+    if group is not None:
+        marker["group"] = group
+        marker["groupStart"] = process_start(group)
     from ..jsjson import document_bytes
 
     return document_bytes(marker)
@@ -86,6 +100,21 @@ def _alive(marker: dict) -> bool:
             return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except (OSError, IndexError):
         return True
+
+
+def _group(marker: dict) -> int | None:
+    """The implementer's process group when a process of it still runs, else None."""
+    group = marker.get("group")
+    if not isinstance(group, int) or isinstance(group, bool) or group <= 1:
+        return None
+    recorded, now = marker.get("groupStart"), process_start(group)
+    if recorded and now and recorded != now:
+        return None  # that pid now belongs to another process: not this run's group
+    return group if procgroup.members(group) else None
+
+
+#: How long `wait` gives an orphaned group between SIGTERM and SIGKILL.
+ORPHAN_GRACE_S = 2.0
 
 
 def _parse_iso(text):
@@ -130,7 +159,15 @@ class Run:
             self.result = self._read_result()
             return str(self.result.get("status")) if self.result else "running"
         self.result = self._read_result()
-        return str(self.result.get("status")) if self.result else "lost"
+        if self.result:
+            return str(self.result.get("status"))
+        return "orphaned" if self.marker and _group(self.marker) else "lost"
+
+    def end_orphans(self) -> None:
+        """End what is left of the implementer's group once its relay is gone."""
+        group = _group(self.marker) if self.marker and not _alive(self.marker) else None
+        if group is not None:
+            procgroup.sweep(group, ORPHAN_GRACE_S)
 
     def summary(self) -> dict:
         result = self.result or {}
@@ -189,11 +226,18 @@ def show(out_dir: str) -> Run:
 
 
 def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
-    """Block until the run has a result or is lost; (run, timed_out)."""
+    """Block until the run has a result or is lost; (run, timed_out).
+
+    A run whose relay died while its implementer's processes live on is
+    ended here, so `lost` means that nothing of the run is still running.
+    """
     started = time.monotonic()
     deadline = None if timeout_s is None else started + timeout_s
     while True:
         run = Run(out_dir)
+        if run.exists and run.status == "orphaned":
+            run.end_orphans()
+            run = Run(out_dir)  # `orphaned` still, if its processes could not be ended
         if run.exists and run.status != "running":
             return run, False
         now = time.monotonic()

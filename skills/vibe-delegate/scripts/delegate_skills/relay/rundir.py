@@ -20,12 +20,39 @@ from ..store import atomic_write
 DEFAULT_ROOT_NAME = "delegate-relay"
 RESULT = "result.json"
 FINAL = "final.txt"
+#: Space set aside when the run starts and given back just before the result
+#: is written, so a run that fills its disk still gets its result.json.
+RESERVE = ".result-space"
+RESERVE_BYTES = 1024 * 1024
 
 
 def default_root() -> str:
     import tempfile
 
     return os.path.join(tempfile.gettempdir(), DEFAULT_ROOT_NAME)
+
+
+def ensure_private_root(root: str) -> None:
+    """Create the shared run root private to this user; refuse one someone else owns.
+
+    The default root sits in the shared temp dir, where another user could
+    have made it first (to read briefs, or to plant links). Raises OSError.
+    """
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(root)
+    import stat
+
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(f"{root} is not a directory (remove it, or pass --out-dir)")
+    if info.st_uid != os.geteuid():
+        raise OSError(
+            f"{root} belongs to another user (uid {info.st_uid}); remove it, or pass --out-dir"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(root, 0o700)
 
 
 def iso_now() -> str:
@@ -35,9 +62,15 @@ def iso_now() -> str:
 
 
 def default_out_dir(workdir: str, started_at: str) -> str:
+    """A new run directory's path under the shared root, which this makes sure is private.
+
+    Raises OSError when the shared root belongs to someone else.
+    """
     stamp = started_at.replace(":", "-").replace(".", "-")
     base = os.path.basename(os.path.normpath(workdir)) or "repo"
-    return os.path.join(default_root(), f"{base}-{stamp}-{os.getpid()}")
+    root = default_root()
+    ensure_private_root(root)
+    return os.path.join(root, f"{base}-{stamp}-{os.getpid()}")
 
 
 class RunDir:
@@ -48,6 +81,8 @@ class RunDir:
         self.started_at = started_at
         self.brief = brief
         self._fds: dict[str, int] = {}
+        #: The first artifact that could not be written (its name and the error).
+        self.write_error: tuple[str, OSError] | None = None
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -89,15 +124,46 @@ class RunDir:
         except FileNotFoundError:
             pass
 
+    def reserve(self) -> None:
+        """Set RESERVE_BYTES aside for the result (nothing, where the disk cannot)."""
+        try:
+            fd = os.open(
+                self.file(RESERVE), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_TRUNC, 0o600
+            )
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except (OSError, AttributeError):
+            pass
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        """Give the reserved space back (before the result is written)."""
+        try:
+            os.unlink(self.file(RESERVE))
+        except OSError:
+            pass
+
     def append(self, name: str, data: bytes) -> None:
-        """Append to an artifact created by prepare() (a no-op for one that was not)."""
+        """Append to an artifact created by prepare() (a no-op for one that was not).
+
+        A write that fails (a full disk) stops recording that artifact and is
+        kept in `write_error`; it never raises.
+        """
         fd = self._fds.get(name)
         if fd is None:
             return
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except OSError as error:
+            self.write_error = self.write_error or (name, error)
+            del self._fds[name]
+            os.close(fd)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -114,6 +180,10 @@ class RunDir:
     def existing(self, name: str) -> str | None:
         path = self.file(name)
         return path if os.path.exists(path) else None
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Replace an artifact's bytes at once (readers see the old or the new file)."""
+        atomic_write(self.file(name), data, durable=False, new_mode=0o600)
 
     def write_result(self, result: dict) -> None:
         atomic_write(self.result_path, jsjson.document_bytes(result), durable=False, new_mode=0o600)
