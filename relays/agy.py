@@ -18,7 +18,7 @@ import re
 
 from delegate_skills import registry
 from delegate_skills.reading import part_of_file
-from delegate_skills.relay.adapter import Adapter, State
+from delegate_skills.relay.adapter import Adapter, State, TextTail
 from delegate_skills.relay.gitstate import Tripwire
 from delegate_skills.relay.options import (
     Flag,
@@ -39,7 +39,6 @@ STDOUT = "stdout.txt"
 DEFAULT_PRINT_TIMEOUT = "30m"
 GRACE_MS = 60_000
 _READ_CAP = 16 * 1024 * 1024
-_KEPT_STDOUT = 4 * 1024 * 1024
 TIMEOUT_MESSAGE = '--timeout "{value}" must be an h/m/s duration from 1s through 596h31m23s'
 PRINT_TIMEOUT_MESSAGE = (
     '--print-timeout "{value}" must be an h/m/s duration from 1s through 596h30m23s '
@@ -91,8 +90,7 @@ def _first_match(patterns: tuple[re.Pattern, ...], text: str) -> str | None:
 class AgyState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
-        self.stdout: list[str] = []
-        self.kept = 0
+        self.stdout = TextTail()
         #: Work-tree state just before launch: the evidence that a silent run did something.
         self.baseline: Tripwire | None = None
 
@@ -291,12 +289,10 @@ class Agy(Adapter):
         return argv
 
     def on_text(self, state: AgyState, text: str) -> None:
-        if state.kept < _KEPT_STDOUT:
-            state.stdout.append(text)
-            state.kept += len(text)
+        state.stdout.append(text)
 
     def final_message(self, state: AgyState, run) -> str:
-        return "".join(state.stdout).strip()
+        return state.stdout.text().strip()
 
     def failure(self, state: AgyState) -> str | None:
         stderr = _read(state.run.file(STDERR)) if state.run else ""

@@ -7,9 +7,17 @@ mode. The brief goes through a real pipe: Cline reads piped stdin only from a
 FIFO or a regular file and would ignore a socket. Cline's own `-t/--timeout`
 is never passed; the relay's watchdog is the only clock. Cline's headless JSON
 mode has no way to resume a session, so the relay refuses resume flags.
+
+Cline 3 starts a hub daemon on its first run (its own session, so the
+relay's sweep of the run's process group does not reach it) and later runs
+execute inside that hub. It outlives every run by design; when one is up
+after a run, the result names it (`hubDaemon`) and the summary says how to
+stop it.
 """
 
 from __future__ import annotations
+
+import os
 
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
@@ -22,6 +30,37 @@ NO_RESUME = (
     "dispatch a fresh, self-contained brief instead"
 )
 ABORT_EVENTS = ("run_aborted", "run_abort_requested")
+#: The hub's discovery record, under Cline's data dir.
+HUB_RECORD = os.path.join("locks", "hub", "production.json")
+HUB_FLAG = b"--cline-hub-daemon"
+
+
+def hub_daemon(env: dict[str, str]) -> dict | None:
+    """The running Cline hub daemon (pid, url) its discovery record names, if any."""
+    import json
+
+    from delegate_skills.errors import UserError
+    from delegate_skills.reading import CONFIG_LIMIT, read_limited
+
+    data_dir = env.get("CLINE_DATA_DIR") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".cline", "data"
+    )
+    try:
+        raw = read_limited(os.path.join(data_dir, HUB_RECORD), CONFIG_LIMIT)
+        record = json.loads(raw) if raw is not None else None
+    except (UserError, ValueError):
+        return None
+    pid = record.get("pid") if isinstance(record, dict) else None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            if HUB_FLAG not in handle.read().split(b"\0"):
+                return None
+    except OSError:
+        return None
+    url = record.get("url")
+    return {"pid": pid, "url": url if isinstance(url, str) else None}
 
 
 class ClineState(State):
@@ -196,8 +235,18 @@ class Cline(Adapter):
             "durationMs": state.duration_ms,
         }
 
+    def trailing_fields(self, state: ClineState) -> dict:
+        hub = hub_daemon(dict(os.environ))
+        return {"hubDaemon": hub} if hub else {}
+
     def summary_lines(self, opts: dict, state: ClineState, result: dict) -> list[str]:
         lines = []
+        hub = result.get("hubDaemon")
+        if hub:
+            lines.append(
+                f"cline hub daemon still running by design (pid {hub['pid']}, {hub['url']}); "
+                "stop it with: cline hub stop"
+            )
         if opts["planMode"]:
             lines.append("mode: plan-only (analysis, no edits)")
         if state.model:

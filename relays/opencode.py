@@ -31,7 +31,7 @@ import json
 import os
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State, session_lines
+from delegate_skills.relay.adapter import FINAL_LIMIT, Adapter, State, session_lines
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -132,9 +132,20 @@ class OpenCodeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = opts.get("session") or None
+        #: Text parts by id, in order; only the latest FINAL_LIMIT characters are kept.
         self.text_parts: dict[str, str] = {}
+        self.text_size = 0
         self.cost = 0.0
         self.saw_cost = False
+
+
+def _keep_part(state: OpenCodeState, part_id: str, text: str) -> None:
+    """Store a text part (a repeated id replaces its text); drop the oldest past the limit."""
+    state.text_size += len(text) - len(state.text_parts.get(part_id, ""))
+    state.text_parts[part_id] = text  # a known id keeps its place
+    while state.text_size > FINAL_LIMIT and len(state.text_parts) > 1:
+        oldest = next(iter(state.text_parts))
+        state.text_size -= len(state.text_parts.pop(oldest))
 
 
 class OpenCode(Adapter):
@@ -250,7 +261,7 @@ class OpenCode(Adapter):
         if event.get("type") == "text" and part.get("type") == "text":
             part_id = part.get("id") or f"anon-{len(state.text_parts)}"
             text = part.get("text")
-            state.text_parts[part_id] = text if isinstance(text, str) else ""
+            _keep_part(state, part_id, text[-FINAL_LIMIT:] if isinstance(text, str) else "")
         elif event.get("type") == "step_finish":
             cost = part.get("cost")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool):
@@ -258,7 +269,7 @@ class OpenCode(Adapter):
                 state.saw_cost = True
 
     def final_message(self, state: OpenCodeState, run) -> str:
-        return "".join(state.text_parts.values()).strip()
+        return "".join(state.text_parts.values())[-FINAL_LIMIT:].strip()
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {

@@ -277,3 +277,40 @@ def test_help_says_resume_is_refused(bench):
     assert run.code == 0
     assert "cannot resume a session" in run.out
     assert "--auto-approve <bool>" in run.out
+
+
+def test_a_hub_daemon_left_running_is_named(bench, home):
+    """Cline 3's hub outlives runs by design: the result and summary name it."""
+    import json as _json
+    import subprocess
+    import sys
+
+    hub = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", "--cline-hub-daemon", "--port", "1"],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        record = home / ".cline" / "data" / "locks" / "hub" / "production.json"
+        record.parent.mkdir(parents=True)
+        url = "ws://127.0.0.1:25463/hub"
+        record.write_text(_json.dumps({"pid": hub.pid, "url": url, "authToken": "x"}))
+        run = bench.relay()
+        assert run.code == 0, run
+        assert run.result["hubDaemon"] == {"pid": hub.pid, "url": url}
+        assert (
+            f"cline hub daemon still running by design (pid {hub.pid}, {url}); "
+            "stop it with: cline hub stop"
+        ) in run.out
+    finally:
+        hub.kill()
+        hub.wait()
+
+
+def test_no_hub_field_without_a_live_hub(bench, home):
+    record = home / ".cline" / "data" / "locks" / "hub" / "production.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"pid": 1, "url": "ws://x"}')  # pid 1 is not a hub
+    run = bench.relay()
+    assert run.code == 0, run
+    assert "hubDaemon" not in run.result
+    assert "hub daemon" not in run.out
