@@ -5,7 +5,9 @@ Median wall time over 20 runs of `python3 skills/codex-delegate/scripts/relay.py
 dispatching to a fake `codex` that exits at once (a two-line shell script that
 prints a version when asked), and of running that fake directly. The relay's
 own cost is the difference: its interpreter start, the version preflight,
-supervision, `git status` and the result. The target is under 60 ms. With
+supervision, `git status` and the result. The target is under 60 ms. A
+read-only dispatch is timed too: its tripwire fingerprints the repository
+before and after. With
 DELEGATE_BENCH_NODE_BUNDLE pointing at a checkout of the Node bundle, its
 `relay.mjs` is timed the same way.
 """
@@ -42,12 +44,15 @@ def main() -> int:
         args = ["--brief", brief, "--cd", work, "--out-dir", out]
         floor = median_wall([shim, "exec", "-"], env=env)
         total = median_wall([PYTHON, relay, *args], env=env)
+        read_only = median_wall([PYTHON, relay, *args, "--read-only"], env=env)
         node = node_script("codex-delegate", "scripts", "relay.mjs")
         node_total = median_wall([*node, *args], env=env) if node else None
     print(f"python: {PYTHON} ({sys.version.split()[0]})")
     print(f"fake codex alone            median of 20: {ms(floor)}")
     print(f"relay dispatch to the fake  median of 20: {ms(total)}")
     print(f"relay adds                                {ms(total - floor)} (target < 60 ms)")
+    print(f"read-only dispatch          median of 20: {ms(read_only)}")
+    print(f"read-only adds (tripwire)                 {ms(read_only - total)} more")
     if node_total is not None:
         print(f"relay.mjs dispatch          median of 20: {ms(node_total)}")
         print(f"relay.mjs adds                            {ms(node_total - floor)}")
