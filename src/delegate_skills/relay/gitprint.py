@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import stat
 import subprocess
 
-from ..gitmeta import GIT_TIMEOUT_S, run_git
+from ..gitmeta import GIT_TIMEOUT_S, kill_git, run_git, start_git
 
 #: Ignored files fingerprinted at most; past it the verdict is "unverified".
 IGNORED_BUDGET_ENV = "DELEGATE_RELAY_IGNORED_BUDGET"
@@ -90,16 +89,9 @@ def _git(cwd: str, *args: str) -> bytes:
 
 def _git_list(cwd: str, args: list[str], budget: int, what: str) -> list[bytes]:
     """NUL-separated entries from git, stopping (Unverifiable) past `budget` of them."""
-    try:
-        proc = subprocess.Popen(
-            ["git", "-C", cwd, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError:
-        raise Unverifiable(f"git could not list {what}") from None
+    proc = start_git(cwd, *args)
+    if proc is None:
+        raise Unverifiable(f"git could not list {what}")
     entries: list[bytes] = []
     partial = b""
     over = False
@@ -112,14 +104,11 @@ def _git_list(cwd: str, args: list[str], budget: int, what: str) -> list[bytes]:
                 over = True
                 break
         if over:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            kill_git(proc)
         try:
             code = proc.wait(timeout=GIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_git(proc)
             proc.wait()
             code = 1
     if over:

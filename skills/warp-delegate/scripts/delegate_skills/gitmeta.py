@@ -28,8 +28,22 @@ def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | Non
     git runs in its own process group, so a hang is ended with everything it
     started (a credential helper, a pager, an fsmonitor).
     """
+    proc = start_git(cwd, *args)
+    if proc is None:
+        return None
     try:
-        proc = subprocess.Popen(
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_git(proc)
+        proc.communicate()
+        return None
+    return out if proc.returncode == 0 else None
+
+
+def start_git(cwd: str, *args: str) -> subprocess.Popen | None:
+    """`git -C cwd args…` in its own process group, stdout piped; None if it cannot start."""
+    try:
+        return subprocess.Popen(
             ["git", "-C", cwd, *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -38,16 +52,14 @@ def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | Non
         )
     except OSError:
         return None
+
+
+def kill_git(proc: subprocess.Popen) -> None:
+    """SIGKILL a git started by `start_git`, with everything it started."""
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.communicate()
-        return None
-    return out if proc.returncode == 0 else None
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def repo_paths(cwd: str) -> RepoPaths:
