@@ -97,3 +97,57 @@ def command() -> list[str]:
     if version is None or version < MIN_NODE:
         raise RuntimeError(f"{node_path} is not Node {MIN_NODE[0]}.{MIN_NODE[1]}+ ({version})")
     return [str(node_path), str(cli_path)]
+
+
+# The Skills CLI's agent table, read from its own code: the statements from
+# `const home = homedir();` to the end of `const agents = {...};` in its
+# dist/cli.mjs, run with the imports they use, under the environment given.
+_AGENT_TABLE_SCRIPT = r"""
+import { readFileSync, existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+const dist = join(dirname(process.argv[2]), "..", "dist");
+const text = readFileSync(join(dist, "cli.mjs"), "utf-8");
+const start = text.indexOf("\nconst home = homedir();\n");
+const open = text.indexOf("\nconst agents = {\n", start);
+const end = text.indexOf("\n};\n", open);
+if (start < 0 || open < 0 || end < 0) throw new Error("no agent table in " + dist);
+const xdg = pathToFileURL(join(dist, "_chunks", "libs", "xdg-basedir.mjs")).href;
+const { xdgConfig } = await import(xdg);
+const build = new Function(
+  "homedir", "join", "existsSync", "readFileSync", "xdgConfig",
+  text.slice(start, end + 3) + "\nreturn agents;",
+);
+const agents = build(homedir, join, existsSync, readFileSync, xdgConfig);
+const out = {};
+for (const [key, agent] of Object.entries(agents)) {
+  out[key] = {
+    name: agent.name,
+    displayName: agent.displayName,
+    skillsDir: agent.skillsDir,
+    globalSkillsDir: agent.globalSkillsDir ?? null,
+  };
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def agent_table(command: list[str], env: dict[str, str], workdir: Path) -> dict[str, dict]:
+    """The Skills CLI's agents: {key: {name, displayName, skillsDir, globalSkillsDir}}."""
+    import json
+
+    script = workdir / "agent-table.mjs"
+    script.write_text(_AGENT_TABLE_SCRIPT)
+    done = subprocess.run(
+        [command[0], str(script), command[1]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workdir,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"reading the Skills CLI's agent table failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)

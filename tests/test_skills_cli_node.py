@@ -121,3 +121,128 @@ def test_installs_a_copy_for_claude_code_that_dispatches_with_a_bare_python(
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed"
     assert "?? DONE" in result["touchedFiles"]
+
+
+# ---------------------------------------------------------------- the agent table
+
+_AGENT_ENV = (
+    "XDG_CONFIG_HOME",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "VIBE_HOME",
+    "HERMES_HOME",
+    "AUTOHAND_HOME",
+    "GROK_HOME",
+    "SARVAM_HOME",
+    "APPDATA",
+    "FLATPAK_XDG_CONFIG_HOME",
+)
+# Agents whose skills this package relays to, by the Skills CLI's names.
+RELAY_AGENTS = (
+    "antigravity",
+    "claude-code",
+    "cline",
+    "codex",
+    "command-code",
+    "cursor",
+    "github-copilot",
+    "grok",
+    "kimi-code-cli",
+    "mistral-vibe",
+    "opencode",
+    "pi",
+    "qoder",
+    "universal",
+    "warp",
+    "zcode",
+)
+
+
+def _agent_env(home: Path, overrides: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _AGENT_ENV}
+    env.update(HOME=str(home), **overrides)
+    return env
+
+
+@pytest.mark.parametrize("homes", ["default", "overridden"])
+def test_our_agent_table_is_the_skills_cli_table(skills_command, tmp_path, monkeypatch, homes):
+    from delegate_skills.installer import agents
+
+    home = tmp_path / "home"
+    home.mkdir()
+    overrides = {}
+    if homes == "overridden":
+        overrides = {
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+            "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+            "VIBE_HOME": str(tmp_path / "vibe"),
+            "HERMES_HOME": str(tmp_path / "hermes"),
+            "AUTOHAND_HOME": str(tmp_path / "autohand"),
+            "GROK_HOME": str(tmp_path / "grok"),
+        }
+        (home / ".clawdbot").mkdir()
+    env = _agent_env(home, overrides)
+    theirs = skillscli.agent_table(skills_command, env, tmp_path)
+    _use_env(monkeypatch, env)
+    ours = {row["name"]: row for row in agents.rows()}
+    assert sorted(ours) == sorted(theirs)
+    for name, agent in theirs.items():
+        expected_global = agent["globalSkillsDir"] and os.path.normpath(agent["globalSkillsDir"])
+        assert (
+            ours[name]["displayName"],
+            ours[name]["projectDir"],
+            ours[name]["globalDir"],
+        ) == (agent["displayName"], agent["skillsDir"], expected_global), name
+
+
+def _where_the_skills_cli_installs(command, agent, scope, base: Path) -> set[str]:
+    home, project = base / "home", make_repo(base / "project")
+    home.mkdir()
+    flags = ["-g"] if scope == "global" else []
+    done = skills_cli(
+        command,
+        "add",
+        str(ROOT),
+        "--skill",
+        "codex-delegate",
+        "-a",
+        agent,
+        *flags,
+        "-y",
+        "--copy",
+        cwd=project,
+        home=home,
+    )
+    assert done.returncode == 0, done
+    return {str(p.parent) for p in base.rglob("codex-delegate") if (p / "SKILL.md").is_file()}
+
+
+# Skills CLI 1.7.4 puts every global install for an agent reading .agents/skills
+# in ~/.agents/skills, whatever that agent's global directory; the agents below
+# read their own folders, and there it installs where its table says, as we do.
+OWN_FOLDER_RELAY_AGENTS = ("claude-code", "command-code", "grok", "mistral-vibe", "qoder", "zcode")
+
+
+def _use_env(monkeypatch, env: dict[str, str]) -> None:
+    for name in _AGENT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        if name == "HOME" or name in _AGENT_ENV:
+            monkeypatch.setenv(name, value)
+
+
+@pytest.mark.parametrize(
+    ("agent", "scope"),
+    [(a, "project") for a in RELAY_AGENTS] + [(a, "global") for a in OWN_FOLDER_RELAY_AGENTS],
+)
+def test_the_skills_cli_installs_where_our_table_says(
+    skills_command, tmp_path, monkeypatch, agent, scope
+):
+    from delegate_skills.installer import agents
+
+    found = _where_the_skills_cli_installs(skills_command, agent, scope, tmp_path)
+    _use_env(monkeypatch, _agent_env(tmp_path / "home", {}))
+    if scope == "global":
+        assert agents.AGENTS[agent].project != agents.SHARED_PROJECT_DIR
+    root = None if scope == "global" else str(tmp_path / "project")
+    assert found == {agents.target_dir(agent, root)}

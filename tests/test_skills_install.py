@@ -224,7 +224,7 @@ def test_unknown_lockfile_entries_are_kept_with_a_warning(machine):
                 "skills": {
                     CODEX: {
                         "revision": revision,
-                        "targets": ["zed", "codex"],
+                        "targets": ["vim", "codex"],
                         "pinned": {"by": "someone"},
                     },
                     "future-delegate": future,
@@ -239,7 +239,7 @@ def test_unknown_lockfile_entries_are_kept_with_a_warning(machine):
         "unknown field(s) generator",
         "skill 'future-delegate': skill not in this bundle",
         "skill 'kimi-delegate': entry in a form this version does not know",
-        f"skill '{CODEX}': unknown agent(s) zed",
+        f"skill '{CODEX}': unknown agent(s) vim",
         f"skill '{CODEX}': unknown field(s) pinned",
     ):
         assert needle in synced.err, synced
@@ -250,7 +250,7 @@ def test_unknown_lockfile_entries_are_kept_with_a_warning(machine):
     assert document["generator"] == "a newer delegate-skills"
     assert document["skills"][CODEX] == {
         "revision": bundled_revision(CODEX),
-        "targets": ["codex", "zed"],
+        "targets": ["codex", "vim"],
         "pinned": {"by": "someone"},
     }
     assert revision_at(machine.project / ".agents" / "skills" / CODEX) == bundled_revision(CODEX)
@@ -268,7 +268,7 @@ def test_unknown_lockfile_entries_are_kept_with_a_warning(machine):
     assert problems == {
         ("future-delegate", "unknown entry: skill not in this bundle"),
         ("kimi-delegate", "unknown entry: entry in a form this version does not know"),
-        (CODEX, "unknown entry: unknown agent(s) zed"),
+        (CODEX, "unknown entry: unknown agent(s) vim"),
     }
 
 
@@ -296,7 +296,7 @@ def test_another_tools_lockfile_is_never_written(machine):
         "home/.config/delegate-skills/skills.lock.json",
         "home/.config/delegate-skills/skills.lock.json.lock",
         "project/.agents/delegate-skills.lock.json",
-        "project/.agents/delegate-skills.lock.json.lock",
+        "project/.git/delegate-skills/.agents/delegate-skills.lock.json.lock",
         "project/skills-lock.json",
     ]
 

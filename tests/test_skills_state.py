@@ -206,3 +206,39 @@ def test_the_state_home_defaults_to_the_global_config_directory(tmp_path, monkey
     assert state.state_path() == str(tmp_path / "xdg" / "delegate-skills" / "state.json")
     monkeypatch.setenv("DELEGATE_SKILLS_HOME", str(tmp_path / "elsewhere"))
     assert state.state_path() == str(tmp_path / "elsewhere" / "state.json")
+
+
+def test_a_write_puts_every_field_in_its_place(machine):
+    """Ours first (version, writtenBy, skills; agents first in an entry), the rest sorted after.
+
+    Skill names and agents are sorted; an unknown field's own value is kept as read.
+    """
+    from importlib.metadata import version
+
+    write_state(
+        machine,
+        raw=(
+            b'{"zeta": 1, "skills": {"pi-delegate": {"note": "n", "agents": {"pi": "off", '
+            b'"codex": "maybe"}}, "codex-delegate": {"zz": true, "agents": {"pi": "off"}, '
+            b'"aa": [1]}}, "alpha": {"b": 1, "a": 2}, "writtenBy": "someone else", "version": 1}'
+        ),
+    )
+    machine.ok("disable", "claude-delegate", "--agent", "pi", "--agent", "codex")
+    assert machine.state.read_text() == (
+        "{\n"
+        '  "version": 1,\n'
+        f'  "writtenBy": "delegate-skills {version("delegate-skills")}",\n'
+        '  "skills": {\n'
+        '    "claude-delegate": {\n'
+        '      "agents": {\n        "codex": "off",\n        "pi": "off"\n      }\n    },\n'
+        '    "codex-delegate": {\n'
+        '      "agents": {\n        "pi": "off"\n      },\n'
+        '      "aa": [\n        1\n      ],\n'
+        '      "zz": true\n    },\n'
+        '    "pi-delegate": {\n'
+        '      "agents": {\n        "codex": "maybe",\n        "pi": "off"\n      },\n'
+        '      "note": "n"\n    }\n  },\n'
+        '  "alpha": {\n    "b": 1,\n    "a": 2\n  },\n'
+        '  "zeta": 1\n'
+        "}\n"
+    )

@@ -17,7 +17,7 @@ import click
 from .. import jsjson
 from ..errors import UserError
 from ..installer import agents as agent_table
-from .clirun import run_group
+from .clirun import group_settings, help_if_bare, run_group
 
 SCOPE_CHOICE = click.Choice(["global", "project"])
 
@@ -30,15 +30,92 @@ CWD_OPTION = click.option(
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 
 
+GLOBAL_OPTION = click.option(
+    "-g", "--global", "global_", is_flag=True, help="Same as --scope global (the Skills CLI's -g)."
+)
+YES_OPTION = click.option(
+    "-y",
+    "--yes",
+    is_flag=True,
+    help="Accepted as the Skills CLI accepts it; nothing here asks for confirmation.",
+)
+SKILL_OPTION = click.option(
+    "-s",
+    "--skill",
+    "skill_options",
+    multiple=True,
+    metavar="SKILL",
+    help="A skill, as with the [SKILL]... arguments (`*`: every one). Repeatable.",
+)
+
+
 def _agent_option(help_text: str, required: bool = False):
     return click.option(
+        "-a",
         "--agent",
         "agents",
         multiple=True,
         required=required,
         metavar="AGENT",
-        help=f"{help_text} Repeatable; one of: {', '.join(agent_table.NAMES)}.",
+        help=f"{help_text} The Skills CLI's agent names (see `delegate skills agents`), "
+        "`*` for every agent; repeatable, and `-a A B` takes both.",
     )
+
+
+def _scope_option(default: str | None):
+    help_text = f"Default: {default}." if default else "Default: every scope in use."
+    return click.option("--scope", type=SCOPE_CHOICE, default=None, help=help_text)
+
+
+def _scope(scope: str | None, global_: bool, default: str | None) -> str | None:
+    """The scope asked for with --scope or -g/--global (which must not contradict)."""
+    if global_:
+        if scope == "project":
+            raise click.UsageError("-g/--global and --scope project contradict each other")
+        return "global"
+    return scope or default
+
+
+def _skills(names: tuple[str, ...], skill_options: tuple[str, ...]) -> list[str]:
+    """The skills named as arguments and with -s/--skill; `*` (or none) means all of them."""
+    chosen = [*names, *skill_options]
+    return [] if "*" in chosen else chosen
+
+
+def spread_agents(args: list[str]) -> list[str]:
+    """`-a A B` as `-a A -a B`: the agent names that follow an agent flag's value.
+
+    The Skills CLI takes every word after `-a` up to the next flag; here only
+    words that are agent names are taken, so a skill after the agents stays a skill.
+    """
+    out: list[str] = []
+    state = None  # "value": the next word is -a's value; "more": agent names may follow
+    for index, word in enumerate(args):
+        if word == "--":
+            out.extend(args[index:])
+            break
+        if state == "value":
+            out.append(word)
+            state = "more"
+            continue
+        if state == "more" and not word.startswith("-") and agent_table.is_name(word):
+            out += ["--agent", word]
+            continue
+        out.append(word)
+        if word in ("-a", "--agent"):
+            state = "value"
+        elif word.startswith("--agent=") or (word.startswith("-a") and len(word) > 2):
+            state = "more"
+        else:
+            state = None
+    return out
+
+
+class AgentsCommand(click.Command):
+    """A subcommand whose -a/--agent reads several names after one flag, as the Skills CLI's."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_agents(list(args)))
 
 
 def _cwd(value: str | None) -> str:
@@ -71,7 +148,7 @@ def _emit(document, text: str, as_json: bool) -> None:
     click.echo(jsjson.stringify(document, 2) if _wants_json(as_json) else text)
 
 
-@click.group("skills", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("skills", **group_settings())
 def skills() -> None:
     """Install the bundled skills into your agents' skill directories, and keep them in line.
 
@@ -80,31 +157,48 @@ def skills() -> None:
     state.json (agents switched off). Copies you changed by hand are never
     replaced without --force.
     """
+    help_if_bare()
 
 
 # ---------------------------------------------------------------- text
 
 
+#: What a dry run says it would do, for each action a run reports as done.
+WOULD = {
+    "installed": "install",
+    "updated": "update",
+    "switched": "switch",
+    "replaced": "replace",
+    "removed": "remove",
+    "left": "leave",
+}
+
+
 def report_text(document: dict) -> str:
     """One command's changes in one scope, for a person."""
     where = document["root"] or "global"
-    verb = "would " if document["dryRun"] else ""
+    dry = document["dryRun"]
+
+    def verb(action: str) -> str:
+        return f"{'would ' + WOULD.get(action, action):<13}" if dry else action
+
     lines = []
     for change in document["changes"]:
         if change["action"] == "recorded":
             lines.append(
-                f"{verb}record {change['skill']} at {_short(change['to'])} "
-                f"(was {_short(change['from'])}) in {document['lockfile']}"
+                f"{'would record' if dry else 'recorded'} {change['skill']} at "
+                f"{_short(change['to'])} (was {_short(change['from'])}) in {document['lockfile']}"
             )
         else:
             agents = ", ".join(change["agents"])
             lines.append(
-                f"{verb}{change['action']:<9} {change['skill']:<22} {change['dir']}  ({agents})"
+                f"{verb(change['action']):<9} {change['skill']:<22} {change['dir']}  ({agents})"
             )
     for refused in document["refused"]:
         place = refused["dir"] or document["lockfile"]
         lines.append(
-            f"left      {refused['skill']:<22} {place}  {refused['reason']}; {refused['fix']}"
+            f"{verb('left'):<9} {refused['skill']:<22} {place}  "
+            f"{refused['reason']}; {refused['fix']}"
         )
     if not lines:
         lines.append("nothing to change")
@@ -164,54 +258,90 @@ def _left_alone(document: dict, verb: str) -> None:
 # ---------------------------------------------------------------- commands
 
 
-@skills.command("install")
+@skills.command("install", cls=AgentsCommand)
 @_user_errors
 @click.argument("names", nargs=-1, metavar="[SKILL]...")
+@SKILL_OPTION
 @_agent_option("Agent to install for (default: universal).")
-@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True)
+@GLOBAL_OPTION
+@_scope_option("project")
 @click.option("--link", is_flag=True, help="Symlink the bundled folders instead of copying.")
+@click.option("--copy", is_flag=True, help="Copy the bundled folders (the default).")
 @click.option(
     "--force", is_flag=True, help="Replace changed copies and folders we did not install."
 )
+@YES_OPTION
 @CWD_OPTION
 @JSON_OPTION
 def install_command(
     names: tuple[str, ...],
+    skill_options: tuple[str, ...],
     agents: tuple[str, ...],
-    scope: str,
+    global_: bool,
+    scope: str | None,
     link: bool,
+    copy: bool,
     force: bool,
+    yes: bool,
     cwd: str | None,
     as_json: bool,
 ) -> None:
-    """Copy (or link) bundled skills into the agents' skill directories (default: all)."""
+    """Copy (or link) bundled skills into the agents' skill directories (default: all).
+
+    The Skills CLI's `add` flags work here too: `-g`, `-a AGENT...`, `-s SKILL...`,
+    `-y`, `--copy`.
+    """
     from ..installer import install
 
-    document = install.install(_cwd(cwd), list(names), list(agents), scope, link, force).document()
+    if link and copy:
+        raise click.UsageError("--link and --copy contradict each other")
+    document = install.install(
+        _cwd(cwd),
+        _skills(names, skill_options),
+        list(agents),
+        _scope(scope, global_, "project"),
+        link,
+        force,
+    ).document()
     _emit(document, report_text(document), as_json)
     _left_alone(document, "replace")
 
 
-@skills.command("uninstall")
+@skills.command("uninstall", cls=AgentsCommand)
 @_user_errors
 @click.argument("names", nargs=-1, metavar="[SKILL]...")
+@SKILL_OPTION
 @_agent_option("Agent to uninstall for (default: every agent it is installed for).")
-@click.option("--scope", type=SCOPE_CHOICE, default="project", show_default=True)
+@GLOBAL_OPTION
+@_scope_option("project")
 @click.option("--force", is_flag=True, help="Also remove copies changed by hand.")
+@YES_OPTION
 @CWD_OPTION
 @JSON_OPTION
 def uninstall_command(
     names: tuple[str, ...],
+    skill_options: tuple[str, ...],
     agents: tuple[str, ...],
-    scope: str,
+    global_: bool,
+    scope: str | None,
     force: bool,
+    yes: bool,
     cwd: str | None,
     as_json: bool,
 ) -> None:
-    """Remove installed skills and their lockfile entries (default: every installed skill)."""
+    """Remove installed skills and their lockfile entries (default: every installed skill).
+
+    The Skills CLI's `remove` flags work here too: `-g`, `-a AGENT...`, `-s SKILL...`, `-y`.
+    """
     from ..installer import install
 
-    document = install.uninstall(_cwd(cwd), list(names), list(agents), scope, force).document()
+    document = install.uninstall(
+        _cwd(cwd),
+        _skills(names, skill_options),
+        list(agents),
+        _scope(scope, global_, "project"),
+        force,
+    ).document()
     _emit(document, report_text(document), as_json)
     _left_alone(document, "remove")
 
@@ -219,13 +349,15 @@ def uninstall_command(
 @skills.command("sync")
 @_user_errors
 @click.argument("names", nargs=-1, metavar="[SKILL]...")
-@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Default: every scope in use.")
+@GLOBAL_OPTION
+@_scope_option(None)
 @click.option("--force", is_flag=True, help="Replace or remove copies changed by hand.")
 @click.option("--dry-run", is_flag=True, help="Report what would change; change nothing.")
 @CWD_OPTION
 @JSON_OPTION
 def sync_command(
     names: tuple[str, ...],
+    global_: bool,
     scope: str | None,
     force: bool,
     dry_run: bool,
@@ -235,7 +367,9 @@ def sync_command(
     """Make the agents' directories match the lockfile and this machine's state."""
     from ..installer import install
 
-    reports = install.sync(_cwd(cwd), scope, list(names) or None, force, dry_run)
+    reports = install.sync(
+        _cwd(cwd), _scope(scope, global_, None), list(names) or None, force, dry_run
+    )
     documents = [r.document() for r in reports]
     text = "\n".join(report_text(d) for d in documents) or "no lockfile here or global"
     _emit({"scopes": documents}, text, as_json)
@@ -257,7 +391,7 @@ def _switch(name: str, agents: tuple[str, ...], cwd: str | None, as_json: bool, 
     sys.exit(1 if document["refused"] else 0)
 
 
-@skills.command("enable")
+@skills.command("enable", cls=AgentsCommand)
 @_user_errors
 @click.argument("name", metavar="SKILL")
 @_agent_option("Agent to switch the skill back on for.", required=True)
@@ -268,7 +402,7 @@ def enable_command(name: str, agents: tuple[str, ...], cwd: str | None, as_json:
     _switch(name, agents, cwd, as_json, True)
 
 
-@skills.command("disable")
+@skills.command("disable", cls=AgentsCommand)
 @_user_errors
 @click.argument("name", metavar="SKILL")
 @_agent_option("Agent to switch the skill off for.", required=True)
@@ -281,27 +415,29 @@ def disable_command(name: str, agents: tuple[str, ...], cwd: str | None, as_json
 
 @skills.command("list")
 @_user_errors
-@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Default: every scope in use.")
+@GLOBAL_OPTION
+@_scope_option(None)
 @CWD_OPTION
 @JSON_OPTION
-def list_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
+def list_command(global_: bool, scope: str | None, cwd: str | None, as_json: bool) -> None:
     """Show intent (lockfile, this machine's switches) and what is on disk, side by side."""
     from ..installer import install
 
-    document = install.listing(_cwd(cwd), scope)
+    document = install.listing(_cwd(cwd), _scope(scope, global_, None))
     _emit(document, listing_text(document), as_json)
 
 
 @skills.command("doctor")
 @_user_errors
-@click.option("--scope", type=SCOPE_CHOICE, default=None, help="Default: every scope in use.")
+@GLOBAL_OPTION
+@_scope_option(None)
 @CWD_OPTION
 @JSON_OPTION
-def doctor_command(scope: str | None, cwd: str | None, as_json: bool) -> None:
+def doctor_command(global_: bool, scope: str | None, cwd: str | None, as_json: bool) -> None:
     """Every difference between intent and disk, with its fix. Exit 1 when there is any."""
     from ..installer import install
 
-    document = install.doctor(_cwd(cwd), scope)
+    document = install.doctor(_cwd(cwd), _scope(scope, global_, None))
     _emit(document, doctor_text(document), as_json)
     sys.exit(0 if document["ok"] else 1)
 
@@ -323,6 +459,25 @@ def prune_command(dry_run: bool, cwd: str | None, as_json: bool) -> None:
         else "nothing to prune"
     )
     _emit(document, text, as_json)
+
+
+def agents_text(document: dict) -> str:
+    lines = [f"{'AGENT':<17} {'PROJECT DIR':<25} GLOBAL DIR"]
+    for row in document["agents"]:
+        where = row["globalDir"] or "(none: per project only)"
+        also = f"  (also: {', '.join(row['aliases'])})" if row["aliases"] else ""
+        lines.append(f"{row['name']:<17} {row['projectDir']:<25} {where}{also}")
+    lines.append(f"default: {document['default']}; agents sharing a directory share one copy")
+    return "\n".join(lines)
+
+
+@skills.command("agents")
+@_user_errors
+@JSON_OPTION
+def agents_command(as_json: bool) -> None:
+    """Every name --agent takes (the Skills CLI's), and where each agent reads skills."""
+    document = {"default": agent_table.DEFAULT_AGENT, "agents": agent_table.rows()}
+    _emit(document, agents_text(document), as_json)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,8 +35,6 @@ PROJECT = "project"
 GLOBAL = "global"
 SCOPES = (GLOBAL, PROJECT)
 REFUSED = "refused"
-SYNC = "delegate skills sync"
-FORCE = "delegate skills sync --force"
 
 
 # ---------------------------------------------------------------- where
@@ -57,6 +55,13 @@ class Scope:
 
     def head(self) -> dict:
         return {"scope": self.name, "root": self.root, "lockfile": self.lockfile}
+
+    def command(self, verb: str, skill: str, *flags: str) -> str:
+        """The `delegate skills` command line that does `verb` to `skill` in this scope."""
+        return " ".join(["`delegate skills", verb, skill, *flags, "--scope", f"{self.name}`"])
+
+    def agent_flags(self, agents) -> list[str]:
+        return [flag for agent in sorted(agents) for flag in ("--agent", agent)]
 
 
 def find_project_root(cwd: str) -> str | None:
@@ -375,15 +380,20 @@ class Report:
         }
 
 
-def _refusal(placement: Placement) -> tuple[str, str]:
+def _refusal(placement: Placement, fix: str) -> tuple[str, str]:
+    """Why a placement was left alone, and the fix: `fix` is the command that forces it."""
     if placement.status == "foreign":
         return (
             "a folder delegate-skills did not install is in the way",
-            "move it away, or rerun with --force to replace it",
+            f"move it away, or {fix} to replace it",
         )
     if placement.wanted:
-        return ("the copy was changed by hand", f"keep it, or `{FORCE}` to restore it")
-    return ("the copy was changed by hand", f"keep it, or `{FORCE}` to remove it")
+        return ("the copy was changed by hand", f"keep it, or {fix} to restore it")
+    return ("the copy was changed by hand", f"keep it, or {fix} to remove it")
+
+
+def _sync_fix(scope: Scope, skill: str) -> str:
+    return scope.command("sync", skill, "--force")
 
 
 # ---------------------------------------------------------------- commands
@@ -395,8 +405,8 @@ def install(
     """Copy (or link) bundled skills into the agents' directories and record them."""
     source = Bundle()
     names = source.check(skills) if skills else source.names
-    chosen = table.check_names(agents or [table.DEFAULT_AGENT])
     scope = scope_for(scope_name, cwd)
+    chosen = table.check_names(agents or [table.DEFAULT_AGENT], global_scope=scope.root is None)
     state = machine.load_for_write()
     report = Report(scope)
     with lockfile.locked(scope.lockfile, scope.root) as lock:
@@ -434,7 +444,10 @@ def install(
                 if action == REFUSED and not asked:
                     continue  # a changed copy for another agent: doctor reports it
                 if action == REFUSED:
-                    report.refuse(skill, placement, *_refusal(placement))
+                    asked_here = [a for a in placement.readers if a in chosen]
+                    flags = [*scope.agent_flags(asked_here), *(["--link"] if link else [])]
+                    fix = scope.command("install", skill, *flags, "--force")
+                    report.refuse(skill, placement, *_refusal(placement, fix))
                     if placement.status == "foreign":
                         targets -= set(placement.agents) - set(before)
                 elif action:
@@ -503,8 +516,10 @@ def uninstall(
                     continue
                 action = decide(placement, force)
                 if action == REFUSED:
-                    report.refuse(skill, placement, *_refusal(placement))
-                    keep += [a for a in placement.readers if a in leaving]
+                    held = [a for a in placement.readers if a in leaving]
+                    fix = scope.command("uninstall", skill, *scope.agent_flags(held), "--force")
+                    report.refuse(skill, placement, *_refusal(placement, fix))
+                    keep += held
                 elif action:
                     _apply(action, placement, source, link, scope.root)
                     report.change(placement, action, link)
@@ -580,7 +595,7 @@ def _sync_entry(
     for placement in placements:
         action = decide(placement, force)
         if action == REFUSED:
-            report.refuse(skill, placement, *_refusal(placement))
+            report.refuse(skill, placement, *_refusal(placement, _sync_fix(scope, skill)))
         elif action:
             if not report.dry_run:
                 _apply(action, placement, source, link, scope.root)
@@ -651,23 +666,25 @@ def _unknown_problem(scope: Scope, item: dict) -> dict:
     }
 
 
-def _placement_problem(placement: Placement) -> tuple[str, str] | None:
+def _placement_problem(scope: Scope, placement: Placement) -> tuple[str, str] | None:
     status = placement.status
+    sync = scope.command("sync", placement.skill)
+    force = _sync_fix(scope, placement.skill)
     if placement.wanted:
         return {
             "current": None,
-            "missing": ("missing copy", f"`{SYNC}`"),
-            "stale": ("copy of an older revision", f"`{SYNC}`"),
-            "mode": ("copied where a link is recorded, or linked where a copy is", f"`{SYNC}`"),
-            "modified": ("modified copy", f"keep it, or `{FORCE}` to restore it"),
-            "foreign": ("a folder delegate-skills did not install", f"`{FORCE}`"),
+            "missing": ("missing copy", sync),
+            "stale": ("copy of an older revision", sync),
+            "mode": ("copied where a link is recorded, or linked where a copy is", sync),
+            "modified": ("modified copy", f"keep it, or {force} to restore it"),
+            "foreign": ("a folder delegate-skills did not install", f"{force} to replace it"),
         }[status]
     off = ", ".join(a for a in placement.agents if a not in placement.enabled)
     if status in ("missing", "foreign"):
         return None
     if status == "modified":
-        return (f"modified copy present for disabled agent(s) {off}", f"`{FORCE}` to remove it")
-    return (f"copy present for disabled agent(s) {off}", f"`{SYNC}`")
+        return (f"modified copy present for disabled agent(s) {off}", f"{force} to remove it")
+    return (f"copy present for disabled agent(s) {off}", sync)
 
 
 def _entry_placements(scope: Scope, source: Bundle, state: machine.State, skill: str, entry):
@@ -708,11 +725,11 @@ def doctor(cwd: str, scope_name: str | None) -> dict:
                         "dir": None,
                         "problem": f"stale revision {entry['revision']} "
                         f"(bundled: {source.revision(skill)})",
-                        "fix": f"`{SYNC}`",
+                        "fix": scope.command("sync", skill),
                     }
                 )
             for placement in _entry_placements(scope, source, state, skill, entry):
-                found = _placement_problem(placement)
+                found = _placement_problem(scope, placement)
                 if found:
                     problems.append(
                         {

@@ -11,6 +11,13 @@ same revision write the same bytes. A project keeps it at
 `<root>/.agents/delegate-skills.lock.json`; global installs at
 `<state home>/skills.lock.json`.
 
+A project's lockfile records intent and is meant to be committed; the lock
+file that queues its writers is not, so it is kept where git never shows it:
+in the project's git dir (`<git dir>/delegate-skills/<lockfile's path from the
+top level>.lock`), or, for a project outside any git work tree, in the state
+home (`locks/<hash of the lockfile's path>.lock`). The global lockfile's lock
+file sits beside it in the state home.
+
 An entry this version cannot act on (a skill not in the bundle, a mode or a
 shape it does not know) is kept exactly as read; an agent it does not know
 stays in its targets and unknown fields stay in their entry. Each is
@@ -20,18 +27,23 @@ reported as a warning whenever the file is read.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Iterator
 
-from .. import jsjson
+from .. import gitmeta, jsjson, store
 from ..errors import UserError
 from . import agents, files, warn
+from . import state as machine
 
 VERSION = 1
 NAME = "delegate-skills.lock.json"
 PROJECT_DIR = ".agents"
 GLOBAL_NAME = "skills.lock.json"
+#: Under a git dir, or the state home: where project lockfiles' lock files go.
+QUEUE_DIR_IN_GIT = "delegate-skills"
+QUEUE_DIR_IN_STATE = "locks"
 # The Skills CLI's own lockfiles: never ours to write.
 FOREIGN_NAMES = frozenset({"skills-lock.json", ".skill-lock.json"})
 LINK = "link"
@@ -180,9 +192,26 @@ def save(lock: Lock) -> bool:
     return True
 
 
+def queue_path(path: str, root: str | None) -> str:
+    """The lock file that queues the writers of the lockfile at `path` (`root`: its project).
+
+    Never inside a project's work tree, where `git status` would show it.
+    """
+    if root is None:
+        return store.lock_path_for(path)
+    real = os.path.realpath(path)
+    repo = gitmeta.repo_paths(root)
+    if repo.toplevel and repo.git_dir:
+        inside = os.path.relpath(real, os.path.realpath(repo.toplevel))
+        if inside != os.curdir and inside.split(os.sep)[0] != os.pardir:
+            return os.path.join(repo.git_dir, QUEUE_DIR_IN_GIT, f"{inside}.lock")
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:32]
+    return os.path.join(machine.state_home(), QUEUE_DIR_IN_STATE, f"{digest}.lock")
+
+
 @contextlib.contextmanager
 def locked(path: str, root: str | None = None) -> Iterator[Lock]:
     """The lockfile as it is now, with its write queue held until the block ends."""
     files.refuse_symlinks(root, path)
-    with files.write_queue(path):
+    with store.queue((path,), queue_path(path, root)):
         yield read(path, root)
