@@ -102,13 +102,6 @@ def install(bindir: Path, answers: dict | None = None) -> Path:
     return bindir
 
 
-def hanging(bindir: Path, binary: str, pid_file: Path) -> Path:
-    path = bindir / binary
-    path.write_text(f"#!/bin/sh\necho $$ > {_sh(str(pid_file))}\nexec sleep 600\n")
-    path.chmod(0o755)
-    return path
-
-
 def codex_cache(home: Path, slugs: list[str]) -> None:
     cache = home / ".codex" / "models_cache.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -150,3 +143,85 @@ def session_store(home: Path) -> None:
         directory=True,
     )
     (home / ".pi/agent/sessions").mkdir(parents=True)
+
+
+# ---------------------------------------------------------------- recording fakes
+
+
+def recording(
+    bindir: Path,
+    binary: str,
+    log: Path,
+    answers: dict[str, tuple[str, str, int]],
+    work: float = 0.0,
+    hang: tuple[str, ...] = (),
+    hang_once: tuple[str, ...] = (),
+) -> Path:
+    """A fake CLI that logs each run in `log`: `<pid>.start` ("<ns> <args>"), `<pid>.end`.
+
+    Each answer takes `work` seconds. An argument string in `hang` never
+    answers (the run leaves a child `sleep` in its process group, logged as
+    `<pid>.child`); one in `hang_once` hangs on its first run only.
+    """
+    log.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "#!/bin/sh",
+        f"log={_sh(str(log))}",
+        f'echo "$(date +%s%N) {binary} $*" > "$log/$$.start"',
+        'case "$*" in',
+    ]
+    for number, (args, (out, err, code)) in enumerate(answers.items()):
+        lines.append(f"  {json.dumps(args)})")
+        if args in hang:
+            lines.append('    sleep 600 & echo "$!" > "$log/$!.child"; exec sleep 600;;')
+            continue
+        if args in hang_once:
+            lines.append(f'    mkdir "$log/once-{binary}-{number}" 2>/dev/null && exec sleep 600')
+        if work:
+            lines.append(f"    sleep {work}")
+        if out:
+            lines.append(f"    printf '%s' {_sh(out)}")
+        if err:
+            lines.append(f"    printf '%s' {_sh(err)} >&2")
+        lines.append(f'    date +%s%N > "$log/$$.end"; exit {code};;')
+    lines += ["esac", 'date +%s%N > "$log/$$.end"', "exit 3", ""]
+    bindir.mkdir(parents=True, exist_ok=True)
+    path = bindir / binary
+    path.write_text("\n".join(lines))
+    path.chmod(0o755)
+    return path
+
+
+class Run:
+    """One logged run of a recording fake."""
+
+    def __init__(self, pid: int, start: int, end: int | None, argv: str) -> None:
+        self.pid, self.start, self.end, self.argv = pid, start, end, argv
+
+    def __repr__(self) -> str:
+        return f"Run({self.argv!r}, {self.start}, {self.end})"
+
+
+def runs(log: Path) -> list[Run]:
+    found = []
+    for start_file in log.glob("*.start"):
+        stamp, argv = start_file.read_text().strip().split(" ", 1)
+        end_file = start_file.with_suffix(".end")
+        end = int(end_file.read_text()) if end_file.exists() else None
+        found.append(Run(int(start_file.stem), int(stamp), end, argv))
+    return sorted(found, key=lambda run: run.start)
+
+
+def pids(log: Path) -> list[int]:
+    """Every process a recording fake started: the runs and their children."""
+    return [int(p.stem) for p in [*log.glob("*.start"), *log.glob("*.child")]]
+
+
+def most_at_once(finished: list[Run]) -> int:
+    """The largest number of the finished runs that were running at one moment."""
+    events = sorted([(r.start, 1) for r in finished] + [(r.end, -1) for r in finished])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from conftest import PYTHON, SETUP_SCRIPTS, delegate, run
-from discoverkit import ANSWERS, codex_cache, hanging, install, session_store
+from discoverkit import (
+    ANSWERS,
+    codex_cache,
+    install,
+    most_at_once,
+    pids,
+    recording,
+    runs,
+    session_store,
+)
 from fakes import alive, wait_for
 
 from delegate_skills import discover as disc
@@ -63,9 +76,10 @@ def test_script_arguments(args, code):
 
 
 def test_a_hanging_probe_is_cut_at_10s_and_reported_unknown(tmp_path):
-    bindir = install(tmp_path / "bin", {"kimi": ANSWERS["kimi"]})
-    hanging(bindir, "qodercli", tmp_path / "qoder.pid")
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    """Alone on the machine, a probe that hits the cap is not tried again."""
+    log = tmp_path / "log"
+    recording(tmp_path / "bin", "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
     started = time.monotonic()
     report = disc.discover(env=env)
     took = time.monotonic() - started
@@ -73,8 +87,169 @@ def test_a_hanging_probe_is_cut_at_10s_and_reported_unknown(tmp_path):
     qoder = next(e for e in report["discovered"] if e["key"] == "qoder")
     assert qoder["version"] is None
     assert "qoder" not in [m["key"] for m in report["missing"]]
-    pid = int((tmp_path / "qoder.pid").read_text())
-    wait_for(lambda: not alive(pid), timeout=5)
+    assert len(runs(log)) == 1
+    wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
+
+
+def _env(bindir: Path, home: Path) -> dict[str, str]:
+    return {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(home)}
+
+
+def test_a_probe_cut_while_others_ran_is_tried_again_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    recording(
+        bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, hang_once=("--version",)
+    )
+    # Three probes of 1 s in the other slot: one of them is running when aider is cut at 2 s.
+    recording(bindir, "copilot", log, {"version": ("copilot 1.0\n", "", 0)}, work=1.0)
+    recording(bindir, "oz", log, ANSWERS["oz"], work=1.0)
+    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    entries = {e["key"]: e for e in report["discovered"]}
+    assert entries["aider"]["version"] == "aider 0.86.2"
+    assert (entries["copilot"]["version"], entries["warp"]["authenticated"]) == (
+        "copilot 1.0",
+        True,
+    )
+    logged = runs(log)
+    aider = [r for r in logged if r.argv == "aider --version"]
+    assert len(aider) == 2
+    # The retry had the machine to itself: every other run had ended, or started after it.
+    retry = aider[1]
+    assert retry.end is not None
+    others = [r for r in logged if r is not retry and r is not aider[0]]
+    assert len(others) == 3
+    assert all(r.end < retry.start or r.start > retry.end for r in others), logged
+    wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
+
+
+def test_a_probe_cut_twice_is_reported_unknown(tmp_path, monkeypatch):
+    """One more try, never two: a probe that hangs every time is cut twice."""
+    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
+    recording(bindir, "copilot", log, {"version": ("copilot 1.0\n", "", 0)}, work=0.5)
+    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    entries = {e["key"]: e for e in report["discovered"]}
+    assert (entries["qoder"]["version"], entries["copilot"]["version"]) == (None, "copilot 1.0")
+    assert len([r for r in runs(log) if r.argv == "qodercli --version"]) == 2
+    wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
+
+
+def test_a_probe_that_had_the_cap_nearly_to_itself_is_not_tried_again(tmp_path, monkeypatch):
+    """Others ran beside it for a moment only: it hangs on its own, as copilot's update check."""
+    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 4.0)
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    recording(bindir, "copilot", log, {"version": ("", "", 0)}, hang=("version",))
+    install(bindir, {"aider": ANSWERS["aider"]})  # answers at once: one short process
+    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    entries = {e["key"]: e for e in report["discovered"]}
+    assert (entries["aider"]["version"], entries["copilot"]["version"]) == ("aider 0.86.2", None)
+    assert len([r for r in runs(log) if r.argv == "copilot version"]) == 1
+    wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
+
+
+@pytest.mark.parametrize("slots", [None, 3])
+def test_probes_never_run_more_at_once_than_the_slots(tmp_path, slots):
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    for binary, table in ANSWERS.items():
+        recording(bindir, binary, log, table, work=0.1)
+    report = disc.discover(env=_env(bindir, tmp_path), slots=slots)
+    assert len(report["discovered"]) == len(ANSWERS)
+    logged = runs(log)
+    assert len(logged) > 20 and all(r.end for r in logged)
+    bound = slots or disc.probe_slots()
+    assert 2 <= most_at_once(logged) <= bound
+
+
+def test_probe_slots_follow_the_machine():
+    cpus = len(os.sched_getaffinity(0))
+    assert disc.probe_slots() == min(max(2 * cpus, 2), 8)
+
+
+def _delegate_discover(env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PYTHON, "-m", "delegate_skills.commands.cli", "discover", "--json"],
+        env={**os.environ, **env},
+        # Ctrl-C is the default SIGINT handler's job, even under a parent that ignores it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        **kw,
+    )
+
+
+def _skill_discover(env: dict[str, str], **kw) -> subprocess.Popen:
+    from conftest import SETUP_SCRIPTS
+
+    return subprocess.Popen(
+        [PYTHON, "-I", "-S", str(SETUP_SCRIPTS / "discover.py")],
+        env={**os.environ, **env},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("start", [_delegate_discover, _skill_discover], ids=["delegate", "skill"])
+def test_ctrl_c_kills_every_probe_and_exits_at_once(tmp_path, start):
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    for binary, table in ANSWERS.items():
+        recording(bindir, binary, log, table, hang=tuple(table))
+    proc = start(_env(bindir, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Every probe that may run at once has started, child and all.
+        busy = disc.probe_slots()
+        wait_for(lambda: len(list(log.glob("*.child"))) >= busy, timeout=30)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - started
+        assert took < 5, took
+        assert proc.returncode != 0
+        assert "Traceback" not in err, err
+        assert len(list(log.glob("*.child"))) == busy  # nothing started after the Ctrl-C
+        wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in pids(log):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_progress_lines_on_a_terminal_and_none_on_a_pipe(machine):
+    env, _bindir, _home = machine
+    piped = _delegate_discover(env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipe_out, pipe_err = piped.communicate(timeout=120)
+    assert piped.returncode == 0
+    assert pipe_err == ""
+    keys = [e["key"] for e in json.loads(pipe_out)["discovered"]]
+    assert len(keys) >= 10
+
+    leader, follower = pty.openpty()
+    try:
+        on_tty = _delegate_discover(env, stdout=subprocess.PIPE, stderr=follower)
+    finally:
+        os.close(follower)
+    shown = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+        tty_out = on_tty.communicate(timeout=120)[0].decode()
+    finally:
+        os.close(leader)
+        on_tty.kill()
+        on_tty.wait()
+    assert on_tty.returncode == 0
+    assert tty_out == pipe_out  # the JSON is the same either way
+    lines = shown.decode().replace("\r\n", "\n").splitlines()
+    assert sorted(line.split()[0] for line in lines) == sorted(keys)
+    assert "claude       2.1.0 (Claude Code)  ·  logged in  ·  4 models" in lines
+    assert any(line.startswith("cursor") and "NOT logged in" in line for line in lines)
 
 
 def test_non_executable_binary_is_missing(machine):
