@@ -159,11 +159,13 @@ def test_config_path(repo):
         (["nope"], "nope"),
     ],
 )
-def test_usage_errors_are_one_line(home, args, needle):
+def test_usage_errors_are_clicks_own_and_end_in_the_error(home, args, needle):
     result = delegate(*args)
     assert result.code == 2
-    assert result.err.count("\n") == 1
-    assert needle in result.err
+    lines = result.err.strip().splitlines()
+    assert lines[0].startswith("Usage: delegate")
+    error = lines[lines.index(next(ln for ln in lines if ln.startswith("Error: "))) :]
+    assert needle in " ".join(error)
     assert "Traceback" not in result.err
 
 

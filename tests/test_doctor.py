@@ -14,7 +14,8 @@ from delegate_skills.commands.cli import doctor_text
 @pytest.fixture
 def machine(tmp_path, home, global_config):
     bindir = install(
-        tmp_path / "bin", {key: ANSWERS[key] for key in ("claude", "kimi", "cursor-agent")}
+        tmp_path / "bin",
+        {key: ANSWERS[key] for key in ("claude", "kimi", "cursor-agent", "copilot")},
     )
     env = {**os.environ, "PATH": f"{bindir}:/usr/bin:/bin"}
     return env, global_config
@@ -42,6 +43,8 @@ def test_all_healthy(machine, repo):
                 "ok": True,
                 "problem": None,
                 "fix": None,
+                "checked": ["lane", "approval", "installed", "login"],
+                "notChecked": [],
             },
             {
                 "lane": "chat",
@@ -50,6 +53,8 @@ def test_all_healthy(machine, repo):
                 "ok": True,
                 "problem": None,
                 "fix": None,
+                "checked": ["lane", "approval", "installed", "login"],
+                "notChecked": [],
             },
         ],
     }
@@ -114,3 +119,16 @@ def test_readable_output(machine, repo):
     assert text.startswith("b                codex (global)")
     assert "not-installed: install `codex`" in text
     assert doctor_text({"ok": True, "lanes": []}).startswith("no lanes configured")
+
+
+def test_a_login_that_cannot_be_checked_is_not_ok(machine, repo):
+    """Copilot's CLI has no login probe: doctor says so instead of calling the lane ok."""
+    env, global_config = machine
+    write_json(global_config, fleet_doc({"pair": {"implementer": "copilot"}}))
+    result = doctor(env, "--cwd", str(repo))
+    assert result.code == 1
+    row = result.json()["lanes"][0]
+    assert (row["ok"], row["problem"]) == (False, "login-unverified")
+    assert row["checked"] == ["lane", "approval", "installed"]
+    assert row["notChecked"] == ["login"]
+    assert row["fix"].startswith("GitHub Copilot CLI gives no way to check its login from outside")

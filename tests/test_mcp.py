@@ -90,8 +90,10 @@ def test_tools_and_their_schemas(world):
     assert {tool.name for tool in tools} == TOOLS
     schemas = {tool.name: tool.input_schema for tool in tools}
     assert schemas["lane_resolve"]["required"] == ["lane", "implementer"]
-    assert schemas["dispatch"]["required"] == ["implementer", "brief", "cwd"]
-    assert schemas["runs_wait"]["required"] == ["out_dir"]
+    # The relay's own flag name, and the name dispatch and runs_list return.
+    assert schemas["dispatch"]["required"] == ["implementer", "brief", "cd"]
+    assert schemas["runs_wait"]["required"] == ["outDir"]
+    assert schemas["runs_show"]["required"] == ["outDir"]
 
 
 def test_each_tool_returns_what_its_command_prints(world):
@@ -108,8 +110,8 @@ def test_each_tool_returns_what_its_command_prints(world):
          ["lane", "resolve", "--lane", "review", "--implementer", "codex", "--cwd", repo]),
         ("doctor", {"cwd": repo}, ["doctor", "--json", "--cwd", repo]),
         ("runs_list", {"roots": [str(bench.out)]}, ["runs", "list", "--json", "--root", str(bench.out)]),
-        ("runs_show", {"out_dir": str(bench.out)}, ["runs", "show", str(bench.out), "--json"]),
-        ("runs_wait", {"out_dir": str(bench.out)}, ["runs", "wait", str(bench.out), "--json"]),
+        ("runs_show", {"outDir": str(bench.out)}, ["runs", "show", str(bench.out), "--json"]),
+        ("runs_wait", {"outDir": str(bench.out)}, ["runs", "wait", str(bench.out), "--json"]),
     ]  # fmt: skip
 
     async def body(session):
@@ -157,13 +159,13 @@ def test_dispatch_then_wait(world):
 
     async def body(session):
         started = json.loads(text(await session.call_tool(
-            "dispatch", {"implementer": "codex", "brief": "do it\n", "cwd": str(bench.work), "args": ["--timeout", "1m"]}
+            "dispatch", {"implementer": "codex", "brief": "do it\n", "cd": str(bench.work), "args": ["--timeout", "1m"]}
         )))  # fmt: skip
         out_dir = started["outDir"]
         while not (bench.tmp / "child.pid").exists():
             await anyio.sleep(0.02)
         listing = json.loads(text(await session.call_tool("runs_list", {})))
-        waited = json.loads(text(await session.call_tool("runs_wait", {"out_dir": out_dir})))
+        waited = json.loads(text(await session.call_tool("runs_wait", {"outDir": out_dir})))
         return out_dir, listing, waited
 
     out_dir, listing, waited = with_server(env, body)
@@ -182,7 +184,7 @@ def test_dispatch_refuses_flags_it_sets_itself(world):
             {
                 "implementer": "codex",
                 "brief": "x",
-                "cwd": str(world["repo"]),
+                "cd": str(world["repo"]),
                 "args": ["--out-dir", "/tmp/x"],
             },
         )
@@ -198,7 +200,7 @@ def test_dispatch_reports_a_relay_usage_error_at_once(world, tmp_path):
             {
                 "implementer": "codex",
                 "brief": "x",
-                "cwd": str(world["repo"]),
+                "cd": str(world["repo"]),
                 "args": ["--timeout", "soon"],
             },
         )
@@ -225,8 +227,8 @@ def test_no_tool_changes_config_approval_or_lanes(world, tmp_path):
         ("lane_resolve", {"lane": "review", "implementer": "codex", "cwd": str(world["repo"])}),
         ("doctor", {"cwd": str(world["repo"])}),
         ("runs_list", {}),
-        ("runs_show", {"out_dir": str(tmp_path)}),
-        ("runs_wait", {"out_dir": str(tmp_path), "timeout": "1s"}),
+        ("runs_show", {"outDir": str(tmp_path)}),
+        ("runs_wait", {"outDir": str(tmp_path), "timeout": "1s"}),
     ]
 
     async def body(session):

@@ -187,7 +187,9 @@ def test_missing_binary_is_cursor_agent_unavailable(bench):
     run = bench.relay()
     assert run.code == 127
     assert run.result["status"] == "cursor_agent_unavailable"
-    assert run.err == (
+    started, missing = run.err.splitlines(keepends=True)
+    assert started.startswith(f"relay: cursor-agent run started · {bench.out} · relay pid ")
+    assert missing == (
         "relay: `cursor-agent` not found on PATH. Get Cursor's CLI "
         "(https://cursor.com/cli), then sign in: `cursor-agent login`.\n"
     )

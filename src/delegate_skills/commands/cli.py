@@ -13,11 +13,11 @@ import click
 
 from .. import fleet, jsjson, lanes, registry, schema
 from ..errors import UserError
-from .clirun import run_group
+from .clirun import group_settings, help_if_bare, run_group
 
 CWD_OPTION = click.option(
     "--cwd",
-    type=click.Path(file_okay=False),
+    type=click.Path(exists=True, file_okay=False),
     default=None,
     help="Directory whose repository to use (default: the current one).",
 )
@@ -31,85 +31,146 @@ def _print_json(document, indent: int | None = 2) -> None:
     click.echo(jsjson.stringify(document, indent))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+
+
+def _wants_json(as_json: bool) -> bool:
+    """The output rule: JSON with --json or on a pipe, readable text on a terminal."""
+    return as_json or not sys.stdout.isatty()
+
+
+def plain_text(document: dict) -> str:
+    """A JSON object as `key: value` lines, for a person at a terminal."""
+    lines = []
+    for key, value in document.items():
+        if value is None:
+            shown = "-"
+        elif isinstance(value, bool):
+            shown = "yes" if value else "no"
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            shown = ", ".join(value) or "(none)"
+        elif isinstance(value, (dict, list)):
+            shown = jsjson.stringify(value)
+        else:
+            shown = str(value)
+        lines.append(f"{key}: {shown}")
+    return "\n".join(lines)
+
+
+def _emit(document: dict, as_json: bool, text=plain_text, indent: int | None = 2) -> None:
+    """Print `document` by the output rule; `text` renders it for a terminal."""
+    click.echo(jsjson.stringify(document, indent) if _wants_json(as_json) else text(document))
+
+
+@click.group(**group_settings())
 @click.version_option(package_name="delegate-skills", prog_name="delegate")
 def cli() -> None:
     """Delegate a brief to a CLI coding agent, and manage the lanes that choose it."""
+    help_if_bare()
 
 
 # ---------------------------------------------------------------- config
 
 
-@cli.group()
+@cli.group(**group_settings())
 def config() -> None:
     """Read, check and write fleet config files (delegate-fleet.v1)."""
+    help_if_bare()
 
 
 @config.command("load")
 @CWD_OPTION
-def config_load(cwd: str | None) -> None:
+@JSON_OPTION
+def config_load(cwd: str | None, as_json: bool) -> None:
     """Print the effective lanes: global, with project lanes replacing them whole."""
-    _print_json(fleet.Effective(_cwd(cwd)).report())
+    _emit(fleet.Effective(_cwd(cwd)).report(), as_json, config_text)
+
+
+def config_text(report: dict) -> str:
+    """The effective config for a person at a terminal."""
+    project = report["projectPath"] or "(not in a repository)"
+    if report["projectPresent"]:
+        project += "  (approved)" if report["projectTrusted"] else "  (NOT approved)"
+    elif report["projectPath"]:
+        project += "  (none)"
+    lines = [
+        f"global:  {report['globalPath']}" + ("" if report["globalPresent"] else "  (none)"),
+        f"project: {project}",
+    ]
+    for name, entry in report["lanes"].items():
+        dials = " ".join(
+            f"{k}={jsjson.stringify(v)}" for k, v in entry.items() if k != "implementer"
+        )
+        lines.append(f"  {name:<16} {entry.get('implementer', '?'):<12} {dials}")
+    if not report["lanes"]:
+        lines.append("no lanes configured (see: delegate lane set --help)")
+    return "\n".join(lines)
 
 
 @config.command("validate")
 @click.argument("file", type=click.Path(dir_okay=False))
-def config_validate(file: str) -> None:
+@JSON_OPTION
+def config_validate(file: str, as_json: bool) -> None:
     """Check FILE against delegate-fleet.v1 without writing anything."""
     document = fleet.read_document_file(os.path.abspath(file), file)
     schema.check_fleet(document, file)
-    _print_json({"ok": True, "path": os.path.abspath(file), "lanes": list(document["lanes"])})
+    report = {"ok": True, "path": os.path.abspath(file), "lanes": list(document["lanes"])}
+    _emit(report, as_json)
 
 
 @config.command("write")
 @click.option("--scope", type=click.Choice(fleet.SCOPES), required=True)
 @CWD_OPTION
 @click.argument("file", type=click.Path(dir_okay=False))
-def config_write(scope: str, cwd: str | None, file: str) -> None:
+@JSON_OPTION
+def config_write(scope: str, cwd: str | None, file: str, as_json: bool) -> None:
     """Replace a scope's config with FILE. A project write approves it."""
     document = fleet.read_document_file(os.path.abspath(file), file)
     schema.check_fleet(document, file)
-    _print_json(fleet.write_document(scope, _cwd(cwd), document))
+    _emit(fleet.write_document(scope, _cwd(cwd), document), as_json)
 
 
 @config.command("approve")
 @CWD_OPTION
-def config_approve(cwd: str | None) -> None:
+@JSON_OPTION
+def config_approve(cwd: str | None, as_json: bool) -> None:
     """Approve the project config as it is on disk. Review it first."""
-    _print_json(fleet.approve_current(_cwd(cwd)))
+    _emit(fleet.approve_current(_cwd(cwd)), as_json)
 
 
 @config.command("path")
 @CWD_OPTION
-def config_path(cwd: str | None) -> None:
+@JSON_OPTION
+def config_path(cwd: str | None, as_json: bool) -> None:
     """Print where the global and project configs and the approval live."""
     from .. import approval, gitmeta
 
     paths = gitmeta.repo_paths(_cwd(cwd))
-    _print_json(
-        {
-            "globalPath": fleet.global_config_path(),
-            "projectPath": fleet.project_config_path(paths.toplevel) if paths.toplevel else None,
-            "approvalPath": approval.approval_path(paths.git_dir) if paths.git_dir else None,
-        }
-    )
+    report = {
+        "globalPath": fleet.global_config_path(),
+        "projectPath": fleet.project_config_path(paths.toplevel) if paths.toplevel else None,
+        "approvalPath": approval.approval_path(paths.git_dir) if paths.git_dir else None,
+    }
+    _emit(report, as_json)
 
 
 # ---------------------------------------------------------------- lane
 
 
-@cli.group()
+@cli.group(**group_settings())
 def lane() -> None:
     """Resolve, list and edit fleet lanes."""
+    help_if_bare()
 
 
 @lane.command("resolve")
 @click.option("--lane", "lane_name", required=True, help="Lane name.")
 @click.option("--implementer", required=True, help="The relay asking (implementer key).")
 @CWD_OPTION
-def lane_resolve(lane_name: str, implementer: str, cwd: str | None) -> None:
-    """Print the dials LANE gives IMPLEMENTER's relay, as one JSON line."""
-    _print_json(lanes.resolve(_cwd(cwd), lane_name, implementer), None)
+@JSON_OPTION
+def lane_resolve(lane_name: str, implementer: str, cwd: str | None, as_json: bool) -> None:
+    """Print the dials LANE gives IMPLEMENTER's relay (one JSON line on a pipe)."""
+    _emit(lanes.resolve(_cwd(cwd), lane_name, implementer), as_json, indent=None)
 
 
 @lane.command("list")
@@ -131,7 +192,7 @@ def lane_list(cwd: str | None, as_json: bool) -> None:
                 "dials": dials,
             }
         )
-    if as_json or not sys.stdout.isatty():
+    if _wants_json(as_json):
         _print_json({"lanes": rows})
         return
     if not rows:
@@ -155,22 +216,28 @@ def _lane_from_options(implementer: str, options: dict) -> dict:
 @lane.command("set")
 @click.argument("name")
 @click.option("--implementer", type=click.Choice(registry.KEYS), required=True)
-@click.option("--model")
-@click.option("--effort")
-@click.option("--variant")
-@click.option("--timeout", help="h/m/s duration, e.g. 30m.")
-@click.option("--read-only/--no-read-only", "read_only", default=None)
-@click.option("--sandbox")
-@click.option("--permission-mode", "permission_mode")
-@click.option("--force/--no-force", "force", default=None)
-@click.option("--provider")
+@click.option("--model", help=registry.dial_help("model"))
+@click.option("--effort", help=registry.dial_help("effort"))
+@click.option("--variant", help=registry.dial_help("variant"))
+@click.option("--timeout", help=registry.dial_help("timeout"))
+@click.option(
+    "--read-only/--no-read-only", "read_only", default=None, help=registry.dial_help("readOnly")
+)
+@click.option("--sandbox", help=registry.dial_help("sandbox"))
+@click.option("--permission-mode", "permission_mode", help=registry.dial_help("permissionMode"))
+@click.option("--force/--no-force", "force", default=None, help=registry.dial_help("force"))
+@click.option("--provider", help=registry.dial_help("provider"))
 @click.option("--scope", type=click.Choice(fleet.SCOPES), required=True)
 @CWD_OPTION
-def lane_set(name: str, implementer: str, scope: str, cwd: str | None, **dials) -> None:
+@JSON_OPTION
+def lane_set(
+    name: str, implementer: str, scope: str, cwd: str | None, as_json: bool, **dials
+) -> None:
     """Set lane NAME to exactly the implementer and dials given.
 
     The file is read as it is now, the one lane replaced, the whole document
-    checked, then written back. A project edit re-approves the file.
+    checked, then written back. A project edit re-approves the file. A dial
+    the chosen implementer does not take is refused.
     """
     options = {
         "model": dials["model"],
@@ -183,23 +250,21 @@ def lane_set(name: str, implementer: str, scope: str, cwd: str | None, **dials) 
         "force": dials["force"],
         "provider": dials["provider"],
     }
-    _print_json(fleet.edit_lane(scope, _cwd(cwd), name, _lane_from_options(implementer, options)))
+    lane_doc = _lane_from_options(implementer, options)
+    _emit(fleet.edit_lane(scope, _cwd(cwd), name, lane_doc), as_json)
 
 
 @lane.command("unset")
 @click.argument("name")
 @click.option("--scope", type=click.Choice(fleet.SCOPES), required=True)
 @CWD_OPTION
-def lane_unset(name: str, scope: str, cwd: str | None) -> None:
+@JSON_OPTION
+def lane_unset(name: str, scope: str, cwd: str | None, as_json: bool) -> None:
     """Remove lane NAME from a scope's config."""
-    _print_json(fleet.edit_lane(scope, _cwd(cwd), name, None))
+    _emit(fleet.edit_lane(scope, _cwd(cwd), name, None), as_json)
 
 
 # ---------------------------------------------------------------- discover, doctor
-
-
-def _wants_json(as_json: bool) -> bool:
-    return as_json or not sys.stdout.isatty()
 
 
 def discover_table(report: dict) -> str:
@@ -225,14 +290,32 @@ def discover_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _discover_progress(entry: dict) -> None:
+    """One line on stderr for a CLI that has answered every probe."""
+    auth = {True: "logged in", False: "NOT logged in", None: "login unknown"}[
+        entry["authenticated"]
+    ]
+    models = entry["models"]
+    parts = [entry["version"] or "(version unknown)", auth]
+    if models["status"] in ("reported", "aliases"):
+        parts.append(f"{len(models['values'])} models")
+    elif models["status"] == "failed":
+        parts.append("models: failed")
+    click.echo(f"{entry['key']:<12} " + "  ·  ".join(parts), err=True)
+
+
 @cli.command("discover")
 @click.option("--usage", is_flag=True, help="Add session counts and last use (listings only).")
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def discover_command(usage: bool, as_json: bool) -> None:
-    """Find installed implementer CLIs: version, login, models (all probes in parallel)."""
+    """Find installed implementer CLIs: version, login, models (probes run in parallel).
+
+    On a terminal, stderr shows a line for each CLI as it answers.
+    """
     from ..discover import discover
 
-    report = discover(with_usage=usage)
+    progress = _discover_progress if sys.stderr.isatty() else None
+    report = discover(with_usage=usage, progress=progress)
     click.echo(jsjson.stringify(report, 2) if _wants_json(as_json) else discover_table(report))
 
 
@@ -264,9 +347,10 @@ def doctor_text(report: dict) -> str:
 # ---------------------------------------------------------------- runs
 
 
-@cli.group()
+@cli.group(**group_settings())
 def runs() -> None:
     """List relay runs, show one, or wait for one to finish."""
+    help_if_bare()
 
 
 @runs.command("list")
@@ -404,13 +488,23 @@ MCP_WHERE = {
 
 @mcp_group.command("config")
 @click.option("--client", type=click.Choice(MCP_CLIENTS), required=True)
-def mcp_config(client: str) -> None:
-    """Print the snippet that registers this server with a client (writes nothing)."""
+@click.option("--json", "as_json", is_flag=True, help="A JSON object: client, where, snippet.")
+def mcp_config(client: str, as_json: bool) -> None:
+    """Print the snippet that registers this server with a client (writes nothing).
+
+    Only the snippet goes to stdout, so it can be redirected into the file; where
+    it belongs goes to stderr.
+    """
     import shutil
 
     command = shutil.which("delegate") or "delegate"
-    click.echo(MCP_WHERE[client].format(command=command))
-    click.echo(mcp_snippet(client, command))
+    where = MCP_WHERE[client].format(command=command)
+    snippet = mcp_snippet(client, command)
+    if as_json:
+        _print_json({"client": client, "where": where, "snippet": snippet})
+        return
+    click.echo(where, err=True)
+    click.echo(snippet)
 
 
 # ---------------------------------------------------------------- relay

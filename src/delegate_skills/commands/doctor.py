@@ -2,7 +2,9 @@
 
 Checked in order, stopping at the first problem per lane: the lane exists;
 a project lane's config is approved; its implementer is installed; it is
-logged in (only where the CLI can tell us).
+logged in. Where the CLI gives no way to tell whether it is logged in, the
+lane is not `ok` but `login-unverified`: each row lists what was `checked`
+and what was `notChecked`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 from .. import registry
 from ..discover import discover
 from ..fleet import Effective
+
+#: What doctor checks per lane, in order.
+CHECKS = ("lane", "approval", "installed", "login")
 
 
 def _install_hint(key: str) -> str:
@@ -29,11 +34,20 @@ def _check(name: str, lane: dict | None, effective: Effective, cwd: str, found: 
         "ok": False,
         "problem": None,
         "fix": None,
+        "checked": [],
+        "notChecked": list(CHECKS),
     }
+    done = row["checked"]
+
+    def passed(check: str) -> None:
+        done.append(check)
+        row["notChecked"].remove(check)
+
     if lane is None:
         row["problem"] = "lane-missing"
         row["fix"] = f"add it: delegate lane set {name} --implementer <key> --scope global|project"
         return row
+    passed("lane")
     key = lane["implementer"]
     row["implementer"], row["source"] = key, lane["source"]
     if lane["source"] == "project" and not effective.project_trusted:
@@ -42,16 +56,26 @@ def _check(name: str, lane: dict | None, effective: Effective, cwd: str, found: 
             f"review {effective.project_path}, then approve it: delegate config approve --cwd {cwd}"
         )
         return row
+    passed("approval")
     entry = found.get(key)
     if entry is None:
         row["problem"] = "not-installed"
         row["fix"] = _install_hint(key)
         return row
+    passed("installed")
+    login = registry.BY_KEY[key].login or f"log in to {registry.BY_KEY[key].display}"
     if entry["authenticated"] is False:
         row["problem"] = "not-logged-in"
-        login = registry.BY_KEY[key].login or f"log in to {registry.BY_KEY[key].display}"
         row["fix"] = f"sign in: {login}"
         return row
+    if entry["authenticated"] is None:
+        row["problem"] = "login-unverified"
+        row["fix"] = (
+            f"{registry.BY_KEY[key].display} gives no way to check its login from outside; "
+            f"if a run fails with 'not logged in', sign in: {login}"
+        )
+        return row
+    passed("login")
     row["ok"] = True
     return row
 

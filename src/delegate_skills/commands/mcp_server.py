@@ -73,7 +73,7 @@ _START_POLL_S = 0.02
 _LOG_LIMIT = 64 * 1024
 
 
-def start_relay(implementer: str, brief: str, cwd: str, lane: str | None, args: list[str]) -> dict:
+def start_relay(implementer: str, brief: str, cd: str, lane: str | None, args: list[str]) -> dict:
     """Start `delegate relay` detached with `brief` on its stdin; its out dir and pid.
 
     Returns once the relay has written run.json (it passed its checks and
@@ -85,9 +85,9 @@ def start_relay(implementer: str, brief: str, cwd: str, lane: str | None, args: 
     for arg in args:
         if arg in RESERVED_FLAGS:
             raise CommandFailed(f"{arg} is set by the dispatch tool; leave it out of args")
-    if not os.path.isdir(cwd):
-        raise CommandFailed(f"cwd is not a directory: {cwd}")
-    out_dir = _dispatch_dir(cwd)
+    if not os.path.isdir(cd):
+        raise CommandFailed(f"cd is not a directory: {cd}")
+    out_dir = _dispatch_dir(cd)
     try:
         ensure_private_root(default_root())
         os.mkdir(out_dir, 0o700)
@@ -98,7 +98,7 @@ def start_relay(implementer: str, brief: str, cwd: str, lane: str | None, args: 
         )
     except OSError as problem:
         raise CommandFailed(f"cannot create the run directory {out_dir}: {problem}") from None
-    argv = delegate_argv("relay", implementer, "--cd", cwd, "--out-dir", out_dir)
+    argv = delegate_argv("relay", implementer, "--cd", cd, "--out-dir", out_dir)
     if lane:
         argv += ["--lane", lane]
     argv += list(args)
@@ -203,17 +203,18 @@ def build_server():
     def dispatch(
         implementer: str,
         brief: str,
-        cwd: str,
+        cd: str,
         lane: str | None = None,
         args: list[str] | None = None,
     ) -> str:
-        """Start `delegate relay IMPLEMENTER` detached with this brief; returns the run's out dir.
+        """Start `delegate relay IMPLEMENTER --cd CD` detached with this brief.
 
-        `args` are further relay flags (e.g. ["--read-only"], ["--timeout", "45m"]). Wait with
-        runs_wait(out_dir); the relay never commits.
+        Returns the run's `outDir` once the relay has started (a usage error is
+        a tool error). `args` are further relay flags (e.g. ["--read-only"],
+        ["--timeout", "45m"]). Wait with runs_wait(outDir); the relay never commits.
         """
         try:
-            return jsjson.stringify(start_relay(implementer, brief, cwd, lane, args or []), 2)
+            return jsjson.stringify(start_relay(implementer, brief, cd, lane, args or []), 2)
         except CommandFailed as problem:
             raise ToolError(str(problem)) from None
 
@@ -223,16 +224,17 @@ def build_server():
         extra = [part for root in roots or [] for part in ("--root", root)]
         return call("runs", "list", "--json", *extra)
 
+    # `outDir`: the name dispatch and runs_list return it under, one spelling.
     @server.tool()
-    def runs_show(out_dir: str) -> str:
+    def runs_show(outDir: str) -> str:
         """One run's state and result (`delegate runs show --json`)."""
-        return call("runs", "show", out_dir, "--json")
+        return call("runs", "show", outDir, "--json")
 
     @server.tool()
-    def runs_wait(out_dir: str, timeout: str | None = None) -> str:
+    def runs_wait(outDir: str, timeout: str | None = None) -> str:
         """Wait until a run has a result (or is lost); `timeout` as h/m/s (`delegate runs wait`)."""
         extra = ["--timeout", timeout] if timeout else []
-        return call("runs", "wait", out_dir, "--json", *extra, ok_codes=None)
+        return call("runs", "wait", outDir, "--json", *extra, ok_codes=None)
 
     return server
 
