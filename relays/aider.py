@@ -28,6 +28,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import shutil
 
 from delegate_skills import gitmeta
 from delegate_skills.errors import UserError
@@ -53,6 +54,8 @@ PINS = (
 #: Relay flags whose value becomes its own aider argument.
 OPTION_VALUES = (("--model", "model"), ("--api-base", "apiBase"), ("--edit-format", "editFormat"))
 STDOUT_NAME = "stdout.txt"
+#: The result's `error` when there is no aider to run.
+UNAVAILABLE = "`aider` was not found on PATH; nothing was dispatched"
 #: Where a read-only run keeps aider's history files (in the run dir).
 CHAT_HISTORY = "aider.chat.history.md"
 INPUT_HISTORY = "aider.input.history"
@@ -269,6 +272,11 @@ class Aider(Adapter):
             artifacts[CHAT_HISTORY] = chat
         return artifacts
 
+    def launcher(self, opts: dict, env: dict[str, str]) -> list[str] | None:
+        # Looked up here so a missing aider is known as such: its result says so in `error`.
+        opts["_aiderMissing"] = shutil.which(self.binary, path=env.get("PATH")) is None
+        return None if opts["_aiderMissing"] else [self.binary]
+
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = list(PINS)
         if opts["model"]:
@@ -327,9 +335,22 @@ class Aider(Adapter):
             _scan_file(watch, state.run.file(STDERR_NAME) if state.run else None)
             watch.end_line()
             state.verdict = watch.failure
-        if state.verdict is None:
-            return None
-        return f"aider reported a model or endpoint failure: {state.verdict}"
+        code, killed_by = state.exit_code, state.signal
+        if state.verdict is not None:
+            exited = "null" if code is None else code
+            return (
+                f"aider reported a model or endpoint failure and exited {exited}: {state.verdict}"
+            )
+        if killed_by:
+            return (
+                f"aider was killed by {killed_by} — inspect the working tree before re-dispatching"
+            )
+        if code:
+            return (
+                f"aider exited {code} without reporting a model or endpoint failure; "
+                "see stderrTail and final.txt"
+            )
+        return None
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {
@@ -341,6 +362,9 @@ class Aider(Adapter):
 
     def id_fields(self, state: State) -> dict:
         return {}
+
+    def trailing_fields(self, state: State) -> dict:
+        return {"error": UNAVAILABLE} if state.opts.get("_aiderMissing") else {}
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         lines = []

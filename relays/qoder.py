@@ -1,10 +1,10 @@
 """Qoder (`qodercli -p`): brief in argv, stream-json events, permission modes.
 
 Write runs use qodercli's `--permission-mode` (`auto` unless asked otherwise;
-`bypass_permissions` only when asked for by name). Read-only runs (--read-only,
-`--permission-mode plan`, or a read-only lane) do not send `plan`: qodercli
-1.1.52 no longer lists it and, given it, starts in `default` mode with Edit and
-Bash still offered. They send `--permission-mode default --tools Read,Grep,Glob
+`bypass_permissions` only when asked for by name). `--permission-mode plan` is
+refused: qodercli 1.1.52 no longer lists it and, given it, starts in `default`
+mode with Edit and Bash still offered. Read-only runs (--read-only or a
+read-only lane) send `--permission-mode default --tools Read,Grep,Glob
 --strict-mcp-config` instead, which qodercli honours (its init event then lists
 exactly Glob, Grep and Read), and a run whose init event offers any other tool
 is reported as failed, never as a read-only run.
@@ -36,6 +36,10 @@ from delegate_skills.relay.parts import (
 )
 
 PLAN = "plan"
+PLAN_REFUSED = (
+    "--permission-mode plan is not honoured by qodercli headless (it starts in default mode "
+    "with Edit and Bash offered); use --read-only, the relay's read-only route"
+)
 DEFAULT_MODE = "auto"
 BYPASS = "bypass_permissions"
 #: What a read-only run may use: qodercli's built-in readers and nothing else.
@@ -87,10 +91,11 @@ class Qoder(ArgvBriefAdapter):
     about = (
         "Hands a brief to the Qoder CLI (`qodercli -p <brief>`) and records its\n"
         "stream-json events. Write runs use --permission-mode (auto by default;\n"
-        "bypass_permissions only when named). Read-only runs (--read-only, a\n"
-        "read-only lane, or --permission-mode plan) give qodercli its Read, Grep and\n"
-        "Glob tools only and no MCP servers; a run whose init event offers more is\n"
-        "reported as failed. The brief travels in argv (120KB at most)."
+        "bypass_permissions only when named; plan is refused, qodercli ignores it\n"
+        "headless). Read-only runs (--read-only or a read-only lane) give qodercli\n"
+        "its Read, Grep and Glob tools only and no MCP servers; a run whose init\n"
+        "event offers more is reported as failed. The brief travels in argv (120KB\n"
+        "at most)."
     )
     too_big = TOO_BIG
     argv_brief_where = "qodercli's argv"
@@ -115,13 +120,13 @@ class Qoder(ArgvBriefAdapter):
             "--permission-mode",
             "permissionMode",
             "<mode>",
-            "default | accept_edits | auto | bypass_permissions | dont_ask | plan "
-            "(default: auto; plan = read-only).",
+            "default | accept_edits | auto | bypass_permissions | dont_ask "
+            "(default: auto; for a read-only run use --read-only).",
         ),
         switch_flag(
             "--read-only",
             "readOnly",
-            "Read, Grep and Glob only, no MCP servers (same as --permission-mode plan).",
+            "Read, Grep and Glob only, no MCP servers.",
             flagged=True,
         ),
     )
@@ -149,6 +154,8 @@ class Qoder(ArgvBriefAdapter):
         mode = opts["permissionMode"]
         if mode is not None and mode not in registry.QODER_PERMISSION:
             raise Usage(f"unsupported --permission-mode: {mode}")
+        if mode == PLAN:
+            raise Usage(PLAN_REFUSED)
         if opts["readOnly"] and mode not in (None, PLAN):
             raise Usage(
                 f"--read-only and --permission-mode {mode} are mutually exclusive; pass only one"
@@ -158,6 +165,14 @@ class Qoder(ArgvBriefAdapter):
             opts["permissionMode"] = PLAN
         opts["permissionMode"] = opts["permissionMode"] or DEFAULT_MODE
         opts["readOnly"] = opts["permissionMode"] == PLAN
+
+    def apply_dial(self, opts: dict, field: str, value) -> None:
+        # A read-only lane resolves to `permissionMode: plan` (as lane resolve
+        # prints it); here that means the read-only route, never the mode itself.
+        if field == "permissionMode" and value == PLAN:
+            opts["readOnly"] = True
+            return
+        super().apply_dial(opts, field, value)
 
     def check_brief(self, opts: dict, brief: str) -> None:
         super().check_brief(opts, brief)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +17,103 @@ from hypothesis import settings
 # Shared, noisy machines: hypothesis checks behaviour here, never speed.
 settings.register_profile("delegate", deadline=None)
 settings.load_profile("delegate")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_state_home(tmp_path_factory):
+    """Relays remember runs under $XDG_STATE_HOME: keep that out of the real home."""
+    state = tmp_path_factory.mktemp("state-home")
+    previous = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)
+    yield state
+    if previous is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = previous
+
+
+#: Every process a test starts inherits this variable, set to a value of that test's own.
+PROCESS_TAG = "DELEGATE_TESTS_PROCESS_TAG"
+_tests_run = itertools.count()
+
+
+def _pids() -> set[int]:
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of a process, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _carries(pid: int, entry: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return entry in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def sweeping():
+    """On leaving, SIGKILL every process started inside that is still running.
+
+    A process is ours when its pid is new (not there on entering; a pid comes
+    round again only after the kernel's whole pid range) and it either
+    descends from this process through new processes, or carries our own
+    PROCESS_TAG. The tag finds the grandchildren a dead parent left to init,
+    such as a watchdog test's SIGTERM-ignoring grandchild; zombies are already
+    dead and left be. Only new pids are read, so a test that starts nothing
+    pays two directory listings.
+    """
+    if not os.path.isdir("/proc"):
+        yield
+        return
+    me = os.getpid()
+    tag = f"{me}-{next(_tests_run)}"
+    previous = os.environ.get(PROCESS_TAG)
+    os.environ[PROCESS_TAG] = tag
+    before = _pids()
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(PROCESS_TAG, None)
+        else:
+            os.environ[PROCESS_TAG] = previous
+        entry = f"{PROCESS_TAG}={tag}".encode()
+        new = {pid: _stat(pid) for pid in _pids() - before - {me}}
+        new = {pid: found for pid, found in new.items() if found is not None}
+
+        def descends(pid: int) -> bool:
+            for _ in range(64):
+                parent = new[pid][1]
+                if parent == me:
+                    return True
+                if parent not in new:
+                    return False
+                pid = parent
+            return False
+
+        for pid, (state, _parent) in new.items():
+            if state != "Z" and (descends(pid) or _carries(pid, entry)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test():
+    """Whether the test passed or failed, nothing it started outlives it."""
+    with sweeping():
+        yield
+
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP_SCRIPTS = ROOT / "skills" / "delegate-setup" / "scripts"

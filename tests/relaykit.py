@@ -115,46 +115,100 @@ def adapter(key: str):
     return load_adapter(key)
 
 
-def needs(flag: str):
-    """The relays whose flag table has `flag` (relays that fail to load are left out)."""
-    found = []
-    for key in RELAYS:
-        try:
-            table = adapter(key).flag_table()
-        except Exception:  # reported by test_every_adapter_loads
-            continue
-        if any(f.name == flag for f in table):
-            found.append(key)
-    return found
+#: Every relay, written out; test_the_written_lists_name_every_relay checks RELAYS against it.
+ALL_RELAYS = [
+    "claude", "cline", "codex", "commandcode", "opencode", "agy", "grok", "kimi", "qoder",
+    "vibe", "cursor", "pi", "omp", "aider", "copilot", "warp", "zcode",
+]  # fmt: skip
+
+#: Every value flag of every relay, in --help order, as the Node relays take them.
+VALUE_FLAGS = {
+    "claude": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns",
+               "--max-budget-usd", "--session", "--timeout", "--out-dir"],
+    "cline": ["--brief", "--cd", "--lane", "--model", "--provider", "--auto-approve",
+              "--timeout", "--out-dir"],
+    "codex": ["--brief", "--cd", "--lane", "--model", "--effort", "--sandbox", "--session",
+              "--keep-env", "--timeout", "--out-dir"],
+    "commandcode": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns",
+                    "--session", "--keep-env", "--timeout", "--out-dir"],
+    "opencode": ["--brief", "--cd", "--lane", "--model", "--agent", "--variant", "--session",
+                 "--timeout", "--out-dir"],
+    "agy": ["--brief", "--cd", "--lane", "--model", "--effort", "--project", "--conversation",
+            "--print-timeout", "--add-dir", "--timeout", "--out-dir"],
+    "grok": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns", "--session",
+             "--timeout", "--out-dir"],
+    "kimi": ["--brief", "--cd", "--lane", "--model", "--session", "--add-dir", "--timeout",
+             "--out-dir"],
+    "qoder": ["--brief", "--cd", "--lane", "--model", "--context-window", "--resume",
+              "--add-dir", "--permission-mode", "--timeout", "--out-dir"],
+    "vibe": ["--brief", "--cd", "--lane", "--max-turns", "--max-price", "--max-tokens",
+             "--session", "--enabled-tools", "--disabled-tools", "--timeout", "--out-dir"],
+    "cursor": ["--brief", "--cd", "--lane", "--model", "--sandbox", "--session", "--add-dir",
+               "--timeout", "--out-dir"],
+    "pi": ["--brief", "--cd", "--lane", "--model", "--provider", "--session", "--timeout",
+           "--out-dir"],
+    "omp": ["--brief", "--cd", "--lane", "--model", "--provider", "--thinking", "--session",
+            "--timeout", "--out-dir"],
+    "aider": ["--brief", "--cd", "--lane", "--model", "--api-base", "--edit-format", "--file",
+              "--read", "--history-file", "--timeout", "--out-dir"],
+    "copilot": ["--brief", "--cd", "--lane", "--model", "--effort", "--session", "--timeout",
+                "--out-dir"],
+    "warp": ["--brief", "--cd", "--lane", "--model", "--profile", "--name", "--conversation",
+             "--skill", "--mcp", "--timeout", "--out-dir"],
+    "zcode": ["--brief", "--cd", "--lane", "--mode", "--disallowed-tools", "--session",
+              "--zcode-path", "--timeout", "--out-dir"],
+}  # fmt: skip
+
+#: Every switch (a flag without a value) of every relay, in --help order, as the
+#: Node relays have them, but for this port's own: cursor's --force, and the
+#: --read-only that kimi refuses and qoder honours.
+SWITCHES = {
+    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions"],
+    "cline": ["--plan"],
+    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check"],
+    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env"],
+    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure"],
+    "agy": ["--new-project", "--resume-last", "--sandbox", "--read-only",
+            "--dangerously-skip-permissions"],
+    "grok": ["--read-only", "--full-access", "--resume-last"],
+    "kimi": ["--resume-last", "--read-only"],
+    "qoder": ["--resume-last", "--read-only"],
+    "vibe": ["--resume-last", "--plan-only", "--full-access"],
+    "cursor": ["--read-only", "--force", "--no-force", "--resume-last"],
+    "pi": ["--resume-last", "--approve", "--read-only"],
+    "omp": ["--resume-last", "--read-only", "--approve"],
+    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last"],
+    "copilot": ["--read-only", "--allow-all-tools", "--resume-last"],
+    "warp": ["--no-snapshot"],
+    "zcode": ["--read-only", "--resume-last"],
+}  # fmt: skip
 
 
-#: The flag that asks a relay for a read-only run, where it is not --read-only.
-READ_ONLY_FLAG = {"vibe": "--plan-only", "cline": "--plan"}
+def needs(flag: str) -> list[str]:
+    """The relays that take `flag`, by the written tables above (never the adapters' own)."""
+    return [key for key in ALL_RELAYS if flag in VALUE_FLAGS[key] or flag in SWITCHES[key]]
+
+
+#: The flag that asks each relay for a read-only run, written out (vibe's and
+#: cline's differ, as in the Node relays; qoder's is this port's own).
+READ_ONLY_FLAG = {
+    "claude": "--read-only", "cline": "--plan", "codex": "--read-only",
+    "commandcode": "--read-only", "opencode": "--read-only", "agy": "--read-only",
+    "grok": "--read-only", "qoder": "--read-only", "vibe": "--plan-only",
+    "cursor": "--read-only", "pi": "--read-only", "omp": "--read-only",
+    "aider": "--read-only", "copilot": "--read-only", "zcode": "--read-only",
+}  # fmt: skip
+#: The relays with no read-only route: kimi refuses --read-only, warp has none.
+NO_READ_ONLY = ["kimi", "warp"]
 
 
 def read_only_flag(key: str) -> str:
-    return READ_ONLY_FLAG.get(key, "--read-only")
+    return READ_ONLY_FLAG[key]
 
 
 def read_only_relays() -> list[str]:
-    """The relays with a flag that asks for a read-only run (kimi's --read-only refuses)."""
-    from delegate_skills.relay.options import parse
-
-    found = []
-    for key in RELAYS:
-        relay_adapter = adapter(key)
-        table = {flag.name: flag for flag in relay_adapter.flag_table()}
-        if read_only_flag(key) not in table:
-            continue
-        opts = {"cd": "/", "timeout": None, "model": "fake/model", **relay_adapter.defaults()}
-        parse([read_only_flag(key)], table, opts)
-        try:
-            relay_adapter.validate(opts)
-        except Exception:
-            continue
-        if relay_adapter.read_only(opts):
-            found.append(key)
-    return found
+    """The relays with a read-only route, from the written table (never the adapters' answers)."""
+    return list(READ_ONLY_FLAG)
 
 
 def elapsed(start: float) -> float:

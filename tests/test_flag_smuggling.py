@@ -11,45 +11,8 @@ own shape are checked against it.
 from __future__ import annotations
 
 import pytest
-from relaykit import Bench
+from relaykit import VALUE_FLAGS, Bench
 
-#: Every value flag of every relay, as each relay's --help lists them.
-VALUE_FLAGS = {
-    "claude": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns",
-               "--max-budget-usd", "--session", "--timeout", "--out-dir"],
-    "cline": ["--brief", "--cd", "--lane", "--model", "--provider", "--auto-approve",
-              "--session", "--timeout", "--out-dir"],
-    "codex": ["--brief", "--cd", "--lane", "--model", "--effort", "--sandbox", "--session",
-              "--keep-env", "--timeout", "--out-dir"],
-    "commandcode": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns",
-                    "--session", "--keep-env", "--timeout", "--out-dir"],
-    "opencode": ["--brief", "--cd", "--lane", "--model", "--agent", "--variant", "--session",
-                 "--timeout", "--out-dir"],
-    "agy": ["--brief", "--cd", "--lane", "--model", "--effort", "--project", "--conversation",
-            "--print-timeout", "--add-dir", "--timeout", "--out-dir"],
-    "grok": ["--brief", "--cd", "--lane", "--model", "--effort", "--max-turns", "--session",
-             "--timeout", "--out-dir"],
-    "kimi": ["--brief", "--cd", "--lane", "--model", "--session", "--add-dir", "--timeout",
-             "--out-dir"],
-    "qoder": ["--brief", "--cd", "--lane", "--model", "--context-window", "--resume",
-              "--add-dir", "--permission-mode", "--timeout", "--out-dir"],
-    "vibe": ["--brief", "--cd", "--lane", "--max-turns", "--max-price", "--max-tokens",
-             "--session", "--enabled-tools", "--disabled-tools", "--timeout", "--out-dir"],
-    "cursor": ["--brief", "--cd", "--lane", "--model", "--sandbox", "--session", "--add-dir",
-               "--timeout", "--out-dir"],
-    "pi": ["--brief", "--cd", "--lane", "--model", "--provider", "--session", "--timeout",
-           "--out-dir"],
-    "omp": ["--brief", "--cd", "--lane", "--model", "--provider", "--thinking", "--session",
-            "--timeout", "--out-dir"],
-    "aider": ["--brief", "--cd", "--lane", "--model", "--api-base", "--edit-format", "--file",
-              "--read", "--history-file", "--timeout", "--out-dir"],
-    "copilot": ["--brief", "--cd", "--lane", "--model", "--effort", "--session", "--timeout",
-                "--out-dir"],
-    "warp": ["--brief", "--cd", "--lane", "--model", "--profile", "--name", "--conversation",
-             "--skill", "--mcp", "--timeout", "--out-dir"],
-    "zcode": ["--brief", "--cd", "--lane", "--mode", "--disallowed-tools", "--session",
-              "--zcode-path", "--timeout", "--out-dir"],
-}  # fmt: skip
 CASES = [(key, flag) for key, flags in VALUE_FLAGS.items() for flag in flags]
 #: Flags that had no check of their own: the engine's refusal is what stops them.
 ENGINE_CAUGHT = [
@@ -90,7 +53,7 @@ def test_the_engine_catches_what_no_relay_check_does(tmp_path, capfd, key, flag)
 
 
 def test_the_table_above_is_every_value_flag(tmp_path):
-    """A relay that gains a value flag must be added above (and so be tested)."""
+    """A relay that gains a value flag must be added to relaykit.VALUE_FLAGS (and so be tested)."""
     from relaykit import adapter
 
     for key, flags in VALUE_FLAGS.items():

@@ -292,7 +292,8 @@ def test_pre_existing_dirt_is_not_evidence(bench):
     assert (run.code, run.result["status"], run.result["finalMessage"]) == (0, "completed", "")
 
 
-def test_an_unchanged_dirty_submodule_is_not_evidence(bench, tmp_path):
+def dirty_submodule(bench, tmp_path) -> None:
+    """A committed submodule `nested` whose tracked f.txt is already modified."""
     inner = make_repo(tmp_path / "inner")
     (inner / "f.txt").write_text("x\n")
     commit_all(inner)
@@ -308,10 +309,46 @@ def test_an_unchanged_dirty_submodule_is_not_evidence(bench, tmp_path):
     )
     commit_all(bench.work)
     (bench.work / "nested" / "f.txt").write_text("dirty inside\n")
+
+
+def test_an_unchanged_dirty_submodule_is_not_evidence(bench, tmp_path):
+    dirty_submodule(bench, tmp_path)
     bench.script({})
     run = bench.relay()
     assert (run.code, run.result["status"]) == (1, "failed")
     assert any(line.endswith("nested") for line in run.result["touchedFiles"])
+
+
+def test_editing_an_already_dirty_submodule_is_evidence(bench, tmp_path):
+    # git lists the submodule as " M nested" before and after: only its inside moved.
+    dirty_submodule(bench, tmp_path)
+    bench.script({"actions": [{"append": ["nested/f.txt", "dispatch edit\n"]}]})
+    run = bench.relay()
+    assert (run.code, run.result["status"], run.result["exitCode"]) == (0, "completed", 0), run
+    assert run.result["finalMessage"] == ""
+    assert run.result["touchedFiles"] == [" M nested"]
+    assert (bench.work / "nested" / "f.txt").read_text() == "dirty inside\ndispatch edit\n"
+
+
+def test_a_commit_inside_a_dirty_submodule_is_evidence(bench, tmp_path):
+    dirty_submodule(bench, tmp_path)
+    (bench.work / "nested" / "g.txt").write_text("other\n")
+    git(bench.work / "nested", "add", "g.txt")
+    bench.script({"actions": [{"git": ["-C", "nested", "commit", "-q", "-m", "by agy"]}]})
+    run = bench.relay()
+    assert (run.code, run.result["status"]) == (0, "completed"), run
+
+
+def test_a_dirty_plain_directory_is_not_taken_for_a_nested_repository(bench):
+    (bench.work / "sub").mkdir()
+    (bench.work / "sub" / "a.txt").write_text("a\n")
+    commit_all(bench.work)
+    (bench.work / "sub" / "a.txt").unlink()
+    (bench.work / "sub" / "a.txt").mkdir()  # a tracked file turned into a directory
+    (bench.work / "sub" / "a.txt" / "b.txt").write_text("b\n")
+    bench.script({})
+    run = bench.relay()
+    assert (run.code, run.result["status"]) == (1, "failed")
 
 
 def test_ids_from_the_log_and_artifacts_in_the_repo(bench):
@@ -340,6 +377,7 @@ def test_ids_from_the_log_and_artifacts_in_the_repo(bench):
 
 def test_a_stale_log_in_a_reused_out_dir_lends_no_ids(bench):
     bench.out.mkdir()
+    (bench.out / "run.json").write_text('{"schema": "delegate-run.v1"}\n')  # an earlier run's
     (bench.out / "agy.log").write_text(LOG)
     result = bench.relay().result
     assert (result["projectId"], result["conversationId"]) == (None, None)

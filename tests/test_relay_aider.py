@@ -242,10 +242,17 @@ def test_no_lane_removes_the_commit_pins(bench, global_config):
     assert argv[argv.index("--model") + 1] == "flag/model"
 
 
-def test_aider_environment_cannot_take_the_pins_away(bench):
-    """AIDER_* variables mirror aider's flags; the explicit pins outrank them."""
+def test_aider_environment_asking_for_commits_still_gets_the_pins(bench):
+    """AIDER_* variables reach aider untouched, and the argv still carries the pins.
+
+    aider ranks command-line flags above AIDER_* variables, so the pins win
+    there; what the relay must do is pass them whatever the environment says.
+    """
+    bench.script({}, env_keys=["AIDER_AUTO_COMMITS", "AIDER_DIRTY_COMMITS"])
     env = bench.fake.env(AIDER_AUTO_COMMITS="true", AIDER_DIRTY_COMMITS="true")
     assert_pinned(argv_of(bench, env=env))
+    seen = bench.fake.run_call()["env"]
+    assert seen == {"AIDER_AUTO_COMMITS": "true", "AIDER_DIRTY_COMMITS": "true"}
 
 
 @pytest.mark.parametrize(
@@ -318,7 +325,7 @@ def test_auth_error_on_an_exit_zero_run_fails(bench):
     result = run.result
     assert (result["status"], result["exitCode"]) == ("failed", 1)
     assert result["error"] == (
-        "aider reported a model or endpoint failure: litellm.AuthenticationError"
+        "aider reported a model or endpoint failure and exited 0: litellm.AuthenticationError"
     )
 
 
@@ -343,7 +350,7 @@ def test_failure_lines(bench, stdout, stderr, found):
     bench.script({"actions": actions})
     result = bench.relay().result
     assert result["status"] == "failed"
-    assert result["error"] == f"aider reported a model or endpoint failure: {found}"
+    assert result["error"] == f"aider reported a model or endpoint failure and exited 0: {found}"
 
 
 def test_failure_line_split_across_reads(bench):
@@ -359,6 +366,52 @@ def test_nonzero_exit_is_kept(bench):
     assert run.code == 7
     assert (run.result["status"], run.result["exitCode"]) == ("failed", 7)
     assert run.result["stderrTail"] == ["fake aider nonzero exit"]
+    assert run.result["error"] == (
+        "aider exited 7 without reporting a model or endpoint failure; see stderrTail and final.txt"
+    )
+    assert list(run.result)[-2:] == ["stderrTail", "error"]
+
+
+def test_a_failure_line_and_a_nonzero_exit_name_both(bench):
+    bench.script(
+        {"actions": [{"stderr": "Error connecting to http://127.0.0.1:9/v1\n"}], "exit": 3}
+    )
+    run = bench.relay()
+    assert (run.code, run.result["status"]) == (3, "failed")
+    assert run.result["error"] == (
+        "aider reported a model or endpoint failure and exited 3: Error connecting to"
+    )
+
+
+def test_death_by_a_signal_is_named(bench):
+    bench.script({"die_by": "SIGSEGV"})
+    run = bench.relay()
+    assert (run.code, run.result["status"], run.result["signal"]) == (139, "failed", "SIGSEGV")
+    assert run.result["error"] == (
+        "aider was killed by SIGSEGV — inspect the working tree before re-dispatching"
+    )
+
+
+def test_missing_binary_writes_the_result_with_an_error(bench):
+    (bench.fake.bin / "aider").unlink()
+    run = bench.relay(env=bench.fake.env(PATH=str(bench.fake.bin)))
+    assert run.code == 127, run
+    result = run.result
+    assert (result["status"], result["exitCode"], result["signal"]) == (
+        "aider_unavailable",
+        127,
+        None,
+    )
+    assert result["error"] == "`aider` was not found on PATH; nothing was dispatched"
+    assert list(result)[-3:] == ["finalMessage", "touchedFiles", "error"]
+    assert bench.fake.calls() == []
+
+
+def test_an_empty_path_finds_no_aider(bench):
+    run = bench.relay(env=bench.fake.env(PATH=""))
+    assert (run.code, run.result["status"]) == (127, "aider_unavailable")
+    assert run.result["error"] == "`aider` was not found on PATH; nothing was dispatched"
+    assert run.result["touchedFiles"] is None  # no git on an empty PATH either
 
 
 def test_large_output_keeps_its_tail_in_memory_and_all_of_it_on_disk(bench):

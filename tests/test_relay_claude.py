@@ -238,3 +238,70 @@ def test_stderr_is_kept_in_full(bench):
     assert (bench.out / "stderr.txt").read_text() == "line one\nline two\n"
     assert run.result["stderrPath"] == str(bench.out / "stderr.txt")
     assert "stderrTail" not in run.result
+
+
+#: profile.json as the Node claude relay writes it (recorded from relay.mjs on Linux):
+#: with the shell sandbox on a write run, without it on a read-only one.
+NODE_PROFILE = (
+    '{\n  "disableClaudeAiConnectors": true,\n  "permissions": {\n    "deny": [\n'
+    '      "Bash(git commit *)",\n      "Bash(git * commit *)",\n      "Bash(git * commit)",\n'
+    '      "Bash(git push *)",\n      "Bash(git * push *)",\n      "Bash(git * push)",\n'
+    '      "Bash(claude *)",\n      "Bash(*claude-delegate*)"\n    ]\n  },\n'
+    '  "sandbox": {\n    "enabled": true,\n    "failIfUnavailable": true,\n'
+    '    "autoAllowBashIfSandboxed": true,\n    "allowUnsandboxedCommands": false,\n'
+    '    "excludedCommands": [],\n    "filesystem": {\n      "disabled": false\n    }\n  }\n}\n'
+)
+NODE_READ_ONLY_PROFILE = (
+    '{\n  "disableClaudeAiConnectors": true,\n  "permissions": {\n    "deny": []\n  }\n}\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("flags", "profile"),
+    [
+        ([], NODE_PROFILE),
+        (["--dangerously-skip-permissions"], NODE_PROFILE),
+        (["--read-only"], NODE_READ_ONLY_PROFILE),
+    ],
+    ids=["write", "dsp", "read-only"],
+)
+def test_the_profile_is_the_node_relays_byte_for_byte(bench, flags, profile):
+    run = bench.relay(*flags)
+    assert run.code == 0, run
+    assert (bench.out / "profile.json").read_bytes() == profile.encode()
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        (
+            {"subtype": "success", "is_error": True},
+            "claude returned an error result (success)",
+        ),
+        ({"is_error": True}, "claude returned an error result"),
+        ({"subtype": "Error", "is_error": False}, "claude returned an error result (Error)"),
+        (
+            {"subtype": "error_during_execution"},
+            "claude returned an error result (error_during_execution)",
+        ),
+    ],
+    ids=["success-subtype", "no-subtype", "capital-error", "no-is-error"],
+)
+def test_an_error_result_fails_whatever_its_subtype(bench, event, error):
+    """As in the Node relay: `is_error: true`, or a subtype that is `error` or `error_…`."""
+    result_event = {k: v for k, v in RESULT.items() if k not in ("subtype", "is_error")}
+    bench.script({"actions": [events(INIT, {**result_event, **event})]})
+    run = bench.relay()
+    assert (run.code, run.result["status"], run.result["error"]) == (1, "failed", error)
+    assert run.result["resultSubtype"] == event.get("subtype")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [{"subtype": "errorish", "is_error": False}, {"subtype": "success", "is_error": "true"}],
+    ids=["errorish", "string-true"],
+)
+def test_what_is_not_an_error_result_completes(bench, event):
+    bench.script({"actions": [events(INIT, {**RESULT, **event})]})
+    run = bench.relay()
+    assert (run.code, run.result["status"]) == (0, "completed"), run

@@ -141,16 +141,8 @@ def test_a_plan_run_that_writes_trips_the_wire(bench):
         ),
         (["--auto-approve", "yes"], "--auto-approve must be true or false"),
         (["--auto-approve", ""], "--auto-approve must be true or false"),
-        (
-            ["--session", "cline-session-9"],
-            "--session is not supported: cline's headless JSON mode cannot resume a session; "
-            "dispatch a fresh, self-contained brief instead",
-        ),
-        (
-            ["--resume-last"],
-            "--resume-last is not supported: cline's headless JSON mode cannot resume a "
-            "session; dispatch a fresh, self-contained brief instead",
-        ),
+        (["--session", "cline-session-9"], "unknown option: --session"),
+        (["--resume-last"], "unknown option: --resume-last"),
         (
             ["--provider", "fake & whoami"],
             "--provider value contains unsupported characters "

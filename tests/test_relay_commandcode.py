@@ -244,7 +244,9 @@ def test_a_missing_commandcode_bin_is_unavailable(bench):
     run = run_cc(bench, COMMANDCODE_BIN=str(missing))
     assert run.code == 127, run
     assert run.result["status"] == "commandcode_unavailable"
-    assert run.err == (
+    started, missing_line = run.err.splitlines(keepends=True)
+    assert started.startswith(f"relay: cmd run started · {bench.out} · relay pid ")
+    assert missing_line == (
         f"relay: `{missing}` not found on PATH. Get Command Code and sign in with "
         "`cmd login`, or name the binary in COMMANDCODE_BIN.\n"
     )
@@ -430,9 +432,36 @@ def test_read_only_verdicts_and_lines(bench):
     assert run.result["readOnlyViolation"] is True
     assert "read-only check: FAILED" in run.out
     run = run_cc(bench)
-    assert "readOnlyViolation" not in run.result
+    # Present and null on a write run: the read-only question does not apply to it.
+    assert run.result["readOnly"] is False
+    assert run.result["readOnlyViolation"] is None
     assert "read-only check" not in run.out
     assert "autonomy: --yolo (all permissions bypassed)" in run.out
+
+
+def test_a_run_that_moves_a_file_onto_final_txt_keeps_it_and_fails(bench):
+    (bench.work / "source.txt").write_text("tracked source\n")
+    commit_all(bench.work)
+    bench.out = bench.work
+    rename = {"git": ["mv", "-f", "source.txt", "final.txt"]}
+    bench.script({"actions": [rename, *success()["actions"]]})
+    run = run_cc(bench, "--read-only")
+    assert run.code == 1, run
+    result = run.result
+    assert (result["status"], result["exitCode"]) == ("failed", 1)
+    assert result["error"] == "could not safely create final.txt: EEXIST"
+    assert result["finalMessage"] == "fake commandcode completed"
+    assert result["readOnlyViolation"] is True
+    assert (bench.work / "final.txt").read_text() == "tracked source\n"
+    assert "R  source.txt -> final.txt" in result["touchedFiles"]  # content as it was
+    assert run.out.count("relay: failed (exit 1)") == 1
+
+
+def test_final_txt_is_created_once_with_a_closing_newline(bench):
+    run = run_cc(bench)
+    assert run.code == 0, run
+    assert (bench.out / "final.txt").read_text() == "fake commandcode completed\n"
+    assert stat.S_IMODE((bench.out / "final.txt").stat().st_mode) == 0o600
 
 
 def test_summary_lines(bench):
@@ -458,6 +487,7 @@ def test_result_field_order(bench):
         "commandCodeVersion", "startedAt", "finishedAt", "briefPath", "eventsPath", "finalPath",
         "status", "exitCode", "signal", "sessionId", "resultLine", "resultSubtype",
         "stopReason", "usage", "durationMs", "finalMessage", "touchedFiles",
+        "readOnlyViolation",
     ]  # fmt: skip
 
 
@@ -560,6 +590,7 @@ def test_other_files_in_the_out_dir_are_fine_and_kept(bench):
 
 def test_dangling_artifact_links_are_stale_not_foreign(bench, tmp_path):
     bench.out.mkdir()
+    (bench.out / "run.json").write_text('{"schema": "delegate-run.v1"}\n')  # an earlier run's
     for name in ("result.json", "final.txt", "brief.txt", "events.jsonl"):
         (bench.out / name).symlink_to(tmp_path / "nowhere" / name)
     run = run_cc(bench)

@@ -298,3 +298,17 @@ def test_result_field_order(bench):
     bench.script({"exit": 3})
     bench.relay("--read-only")
     assert list(bench.result)[-4:] == ["usage", "touchedFiles", "readOnlyViolation", "stderrTail"]
+
+
+def test_grok_vanishing_after_its_probe_is_a_failed_run(bench):
+    # The probe answers, then grok is gone: the launch fails, which is not a missing install.
+    bench.script(version={"actions": [{"unlink": str(bench.fake.bin / "grok")}]})
+    run = bench.relay("--read-only", env=bench.fake.env(PATH=str(bench.fake.bin)))
+    assert run.code == 1, run
+    result = run.result
+    assert (result["status"], result["exitCode"], result["signal"]) == ("failed", 1, None)
+    assert result["grokVersion"] == "fake-cli 0.0.0"
+    assert result["readOnlyViolation"] is None  # no git on this PATH
+    assert result["error"].startswith("could not start grok: ")
+    assert run.out.count("relay: failed") == 1
+    assert bench.fake.calls("run") == []

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 from conftest import fleet_doc, write_json
+from fakes import alive, wait_for
 from relaykit import Bench, argv_of
 
 from delegate_skills.relay.main import load_adapter
@@ -229,3 +232,33 @@ def test_read_only_flag_is_refused_plainly(tmp_path, capfd):
         "--prompt mode always runs with auto permissions); use an implementer with a "
         "read-only mode for a review\n"
     )
+
+
+def test_a_timed_out_kimi_that_yields_leaves_nothing_running(bench):
+    # kimi exits at the watchdog's SIGTERM; its own subprocess ignores it.
+    child, grand = bench.pid_file("kimi.pid"), bench.pid_file("grand.pid")
+    bench.script(
+        {
+            "on_term": {"exit": 0},
+            "actions": [
+                {"grandchild": {"ignore_term": True, "pid_file": str(grand)}},
+                {"pid_file": str(child)},
+                {"wait": "forever"},
+            ],
+        }
+    )
+    run = bench.relay("--timeout", "1s")
+    assert run.code == 1, run
+    result = run.result
+    assert (result["status"], result["exitCode"], result["signal"]) == ("timeout", 1, None)
+    assert (
+        result["error"] == "kimi did not finish within --timeout 1s; killed by the relay watchdog"
+    )
+    pids = [int(child.read_text()), int(grand.read_text())]
+    try:
+        assert not alive(pids[0])
+        wait_for(lambda: not alive(pids[1]), timeout=5)
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -137,14 +137,28 @@ def reads_only(bench) -> None:
     ("flags", "middle"),
     [
         (["--read-only"], READ_ONLY),
-        (["--permission-mode", "plan"], READ_ONLY),
-        (["--read-only", "--permission-mode", "plan"], READ_ONLY),
         (["--read-only", "--resume-last"], [*READ_ONLY, "-c"]),
     ],
 )
 def test_read_only_argv(bench, flags, middle):
     reads_only(bench)
     assert argv_of(bench, *flags) == [*HEAD, *middle, "-p", BRIEF]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--permission-mode", "plan"], ["--read-only", "--permission-mode", "plan"]],
+)
+def test_plan_mode_is_refused_with_the_honest_route(bench, flags):
+    """qodercli 1.1.52 headless runs `plan` as `default` (its init event says so)."""
+    run = bench.relay(*flags)
+    assert run.code == 2, run
+    assert run.err == (
+        "relay: --permission-mode plan is not honoured by qodercli headless (it starts in "
+        "default mode with Edit and Bash offered); use --read-only, the relay's read-only "
+        "route\n"
+    )
+    assert bench.fake.calls() == []
 
 
 def test_add_dirs_resolve_against_cd(bench, tmp_path):

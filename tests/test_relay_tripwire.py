@@ -1,14 +1,59 @@
-"""The read-only tripwire lives in the engine: every relay's read-only run reports it."""
+"""The read-only tripwire lives in the engine: every relay's read-only run reports it.
+
+Which relays have a read-only route, and the flag that asks for it, is the
+written table relaykit.READ_ONLY_FLAG: a relay whose read-only route breaks
+fails here rather than dropping out of the matrix.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 from conftest import commit_all, git, make_repo
-from relaykit import Bench, read_only_flag, read_only_relays
+from relaykit import (
+    ALL_RELAYS,
+    NO_READ_ONLY,
+    READ_ONLY_FLAG,
+    RELAYS,
+    Bench,
+    adapter,
+    read_only_flag,
+)
 
-READ_ONLY_RELAYS = read_only_relays()
+READ_ONLY_RELAYS = list(READ_ONLY_FLAG)
+
+
+def test_every_relay_is_written_down_with_or_without_a_read_only_route():
+    assert sorted(RELAYS) == sorted(ALL_RELAYS)
+    assert sorted([*READ_ONLY_FLAG, *NO_READ_ONLY]) == sorted(ALL_RELAYS)
+
+
+def configured(tmp_path, key: str, *flags: str) -> dict:
+    """The options a relay settles on for `flags`, parsed and checked as a run would."""
+    from delegate_skills.relay.engine import Relay
+
+    bench = Bench(tmp_path, key)
+    relay = Relay(adapter(key))
+    relay.configure(bench.args(*flags))
+    return relay.opts
+
+
+@pytest.mark.parametrize("key", READ_ONLY_RELAYS)
+def test_the_written_flag_asks_for_a_read_only_run(tmp_path, key):
+    relay_adapter = adapter(key)
+    assert relay_adapter.read_only(configured(tmp_path, key, READ_ONLY_FLAG[key])) is True
+    assert relay_adapter.read_only(configured(tmp_path, key)) is False
+
+
+def test_warp_has_no_read_only_flag(tmp_path, capfd):
+    bench = Bench(tmp_path, "warp")
+    assert bench.in_process(capfd, "--read-only") == (
+        2,
+        "",
+        "relay: unknown option: --read-only\n",
+    )
 
 
 def prepared(tmp_path, key) -> Bench:
@@ -26,11 +71,32 @@ def test_clean_read_only_run_is_false(tmp_path, key):
     assert result["readOnlyViolation"] is False
 
 
-@pytest.mark.parametrize("key", READ_ONLY_RELAYS)
+#: The relays whose write runs still carry `"readOnlyViolation": null` ("the question
+#: does not apply"), as the Node agy, commandcode and zcode relays write it.
+WRITE_RUNS_SAY_NULL = ["agy", "commandcode", "zcode"]
+#: Where ours differs from the Node relay: a strict xfail, so a fix makes it fail loudly.
+DIFFERS_FROM_NODE = {
+    "agy": "ours leaves readOnlyViolation out of agy's write runs; Node writes null"
+}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=DIFFERS_FROM_NODE[k]))
+        if k in DIFFERS_FROM_NODE
+        else k
+        for k in READ_ONLY_RELAYS
+    ],
+)
 def test_write_runs_do_not_report_it(tmp_path, key):
     bench = prepared(tmp_path, key)
     bench.script({})
-    assert "readOnlyViolation" not in bench.relay().result
+    result = bench.relay().result
+    if key in WRITE_RUNS_SAY_NULL:
+        assert "readOnlyViolation" in result and result["readOnlyViolation"] is None
+    else:
+        assert "readOnlyViolation" not in result
 
 
 @pytest.mark.parametrize(
@@ -111,3 +177,101 @@ def test_an_unreadable_dirty_path_makes_it_null(tmp_path):
     secret.chmod(0)
     bench.script({})
     assert bench.relay("--read-only").result["readOnlyViolation"] is None
+
+
+# ---------------------------------------------------------------- what the tripwire sees
+# One relay is enough: the tripwire is the engine's, the same for every relay.
+
+
+def dirty(tmp_path) -> Bench:
+    """A codex bench whose tracked.txt is modified (` M`) before the run."""
+    bench = prepared(tmp_path, "codex")
+    (bench.work / "tracked.txt").write_text("dirty before the run\n")
+    return bench
+
+
+def porcelain(bench: Bench) -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain"], cwd=bench.work, capture_output=True, text=True
+    ).stdout
+
+
+def read_only_run(bench: Bench, actions: list) -> dict:
+    bench.script({"actions": actions})
+    run = bench.relay("--read-only")
+    assert run.code == 0, run
+    return run.result
+
+
+def test_a_mode_change_on_an_already_dirty_file_is_true(tmp_path):
+    bench = dirty(tmp_path)
+    result = read_only_run(bench, [{"chmod": ["tracked.txt", "755"]}])
+    assert porcelain(bench) == " M tracked.txt\n"
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == ["tracked.txt"]
+
+
+def test_staging_an_already_dirty_file_is_true(tmp_path):
+    bench = dirty(tmp_path)
+    result = read_only_run(bench, [{"git": ["add", "tracked.txt"]}])
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == ["tracked.txt", "index"]
+
+
+def test_restaging_a_file_whose_status_and_bytes_come_back_the_same_is_true(tmp_path):
+    """`MM` before and after, the same work-tree bytes: only the index entry differs."""
+    bench = prepared(tmp_path, "codex")
+    (bench.work / "tracked.txt").write_text("staged\n")
+    git(bench.work, "add", "tracked.txt")
+    (bench.work / "tracked.txt").write_text("in the work tree\n")
+    result = read_only_run(
+        bench,
+        [
+            {"write": ["tracked.txt", "staged behind your back\n"]},
+            {"git": ["add", "tracked.txt"]},
+            {"write": ["tracked.txt", "in the work tree\n"]},
+        ],
+    )
+    assert porcelain(bench) == "MM tracked.txt\n"
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == ["tracked.txt", "index"]
+
+
+def test_a_rename_whose_origin_changes_is_true(tmp_path):
+    """`R  b.txt` before and after; only the file it was renamed from differs."""
+    bench = prepared(tmp_path, "codex")
+    for name in ("a.txt", "c.txt"):
+        (bench.work / name).write_text("the same bytes\n")
+    commit_all(bench.work)
+    git(bench.work, "mv", "a.txt", "b.txt")
+    result = read_only_run(
+        bench,
+        [
+            {"git": ["reset", "-q", "--", "a.txt"]},
+            {"git": ["checkout", "--", "a.txt"]},
+            {"git": ["rm", "-q", "c.txt"]},
+        ],
+    )
+    assert porcelain(bench) == "R  c.txt -> b.txt\n"
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == ["a.txt", "c.txt", "index"]
+
+
+def test_a_new_file_in_a_new_untracked_directory_is_named_by_its_path(tmp_path):
+    bench = prepared(tmp_path, "codex")
+    result = read_only_run(
+        bench, [{"mkdir": "fresh/deeper"}, {"write": ["fresh/deeper/new.txt", "x"]}]
+    )
+    assert porcelain(bench) == "?? fresh/\n"
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == ["fresh/deeper/new.txt"]
+
+
+def test_a_new_file_in_an_already_untracked_directory_is_true(tmp_path):
+    """Without -uall both listings would read `?? scratch/` and see nothing."""
+    bench = prepared(tmp_path, "codex")
+    (bench.work / "scratch").mkdir()
+    (bench.work / "scratch" / "a.txt").write_text("there before\n")
+    result = read_only_run(bench, [{"write": ["scratch/b.txt", "x"]}])
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == ["scratch/b.txt"]

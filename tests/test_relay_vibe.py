@@ -191,10 +191,24 @@ def test_session_id_stays_null_when_the_stream_has_none(bench):
     assert (result["finalMessage"], result["sessionId"], result["resumed"]) == ("done", None, False)
 
 
+def test_a_resumed_session_reports_only_what_vibe_said(bench):
+    stream = lines({"role": "assistant", "content": "working"})
+    stream += json.dumps({"role": "assistant", "content": "fake vibe completed"})
+    bench.script({"actions": [{"stdout": stream}]})
+    flags = ["--enabled-tools", "read_file", "--disabled-tools", "bash"]
+    run = bench.relay("--session", "vibe-session-1", *flags)
+    assert run.code == 0, run
+    result = run.result
+    assert (result["status"], result["finalMessage"]) == ("completed", "fake vibe completed")
+    assert (result["resumed"], result["sessionId"]) == (True, None)
+    assert "mode: resumed an existing session" in run.out
+    assert "vibe-session-1)" not in run.out
+
+
 def test_resumed_plan_only_warns_that_the_agent_is_pinned(bench):
     run = bench.relay("--session", "vibe-session-1", "--plan-only")
     result = run.result
-    assert (result["resumed"], result["sessionId"]) == (True, "vibe-session-1")
+    assert (result["resumed"], result["sessionId"]) == (True, None)
     assert "mode: resumed an existing session" in run.out
     assert "keeps the agent it started with" in run.out
 

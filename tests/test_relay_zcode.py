@@ -159,7 +159,7 @@ def test_lane_read_only_gives_plan_unless_a_mode_flag_says_otherwise(bench, glob
     lane(global_config, readOnly=True)
     assert argv_of(bench, "--lane", "z")[:6] == head(bench, "plan")
     assert argv_of(bench, "--lane", "z", "--mode", "yolo")[:6] == head(bench, "yolo")
-    assert "readOnlyViolation" not in bench.result
+    assert bench.result["readOnlyViolation"] is None
 
 
 def test_mode_flag_beats_the_lane_mode(bench, global_config):
@@ -328,7 +328,9 @@ def test_success_reads_the_document_past_the_banner(bench):
         "fake zcode completed",
     )
     assert (result["usage"], result["contextWindow"]) == (USAGE, 200000)
-    assert "parseWarning" not in result and "readOnlyViolation" not in result
+    assert "parseWarning" not in result
+    assert result["mode"] == "yolo"
+    assert result["readOnlyViolation"] is None  # a yolo run makes no read-only claim
     assert result["outputPath"] == str(bench.out / "output.json")
     assert (bench.out / "output.json").read_text() == document()["stdout"]
     assert (bench.out / "final.txt").read_text() == "fake zcode completed"
@@ -440,7 +442,8 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "workdir", "mode", "readOnly", "disallowedTools",
         "resumeLast", "session", "zcodeVersion", "zcodeSource", "zcodePath", "startedAt",
         "finishedAt", "briefPath", "outputPath", "finalPath", "status", "exitCode", "signal",
-        "sessionId", "finalMessage", "touchedFiles", "usage", "contextWindow",
+        "sessionId", "finalMessage", "touchedFiles", "readOnlyViolation", "usage",
+        "contextWindow",
     ]  # fmt: skip
 
 

@@ -130,6 +130,11 @@ def act(action):
             handle.write(str(os.getpid()))
     elif "unlink" in action:
         os.unlink(action["unlink"])
+    elif "mkdir" in action:
+        os.makedirs(action["mkdir"])
+    elif "chmod" in action:
+        path, mode = action["chmod"]
+        os.chmod(path, int(mode, 8))
     elif "wait" in action:
         while True:
             time.sleep(3600)
@@ -163,6 +168,8 @@ def on_term(spec):
     elif isinstance(spec, dict):
 
         def handler(_signum, _frame):
+            if spec.get("delay"):  # a slow shutdown: told to stop, it takes its time
+                time.sleep(spec["delay"])
             if spec.get("write"):
                 path, content = spec["write"]
                 with open(path, "w") as handle:

@@ -184,6 +184,11 @@ class queue:  # lower case: used as `with store.queue(...)`, like a function
                 f"another writer has held {self._lock_path} for {QUEUE_TIMEOUT_S:.0f}s; "
                 "wait for it to finish, then retry"
             ) from None
+        except (FileExistsError, NotADirectoryError):
+            raise UserError(
+                f"cannot take the write lock {self._lock_path}: a folder on this path is a "
+                "file, not a directory; move it aside"
+            ) from None
         except OSError as error:
             raise UserError(
                 f"cannot take the write lock {self._lock_path}: {error.strerror or error}; "

@@ -25,6 +25,18 @@ ALL_DIALS = (
     "provider",
 )
 BOOLEAN_DIALS = ("readOnly", "force")
+#: What each dial asks of a relay, for help texts.
+DIAL_MEANINGS = {
+    "model": "The model the implementer runs",
+    "effort": "Reasoning effort, in the words the CLI uses (low, medium, high, …)",
+    "variant": "The model variant",
+    "timeout": "The relay's watchdog, an h/m/s duration such as 30m",
+    "readOnly": "A run that must change nothing (the relay's read-only route)",
+    "sandbox": "The sandbox the CLI runs its tools in",
+    "permissionMode": "The CLI's permission mode (plan, yolo, …)",
+    "force": "Let the CLI act without asking",
+    "provider": "The model provider the CLI routes to",
+}
 
 
 class Pattern:
@@ -582,3 +594,9 @@ def parse_timeout_ms(value: str) -> int | None:
     if ms <= 0 or ms > MAX_TIMER_MS:
         return None
     return ms
+
+
+def dial_help(dial: str) -> str:
+    """A dial's meaning and the implementers that take it."""
+    takers = [impl.key for impl in IMPLEMENTERS if dial in impl.supports]
+    return f"{DIAL_MEANINGS[dial]}. Taken by: {', '.join(takers) or 'none'}."

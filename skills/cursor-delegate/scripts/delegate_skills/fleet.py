@@ -28,7 +28,9 @@ def home_dir() -> str:
 
 
 def config_home() -> str:
-    return os.environ.get("XDG_CONFIG_HOME") or os.path.join(home_dir(), ".config")
+    """$XDG_CONFIG_HOME if it is absolute (the XDG spec ignores a relative one), else ~/.config."""
+    value = os.environ.get("XDG_CONFIG_HOME")
+    return value if value and os.path.isabs(value) else os.path.join(home_dir(), ".config")
 
 
 def global_config_path() -> str:

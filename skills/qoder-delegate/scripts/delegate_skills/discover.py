@@ -5,14 +5,17 @@ COMMANDCODE_BIN; the desktop bundle of a CLI that ships inside an app), its
 version, whether it is logged in (where the CLI can tell), which models it
 offers, and with `usage` how many sessions it has stored and when it was last
 used (directory listings and mtimes only: session files hold conversations
-and are never opened). Every probe is bounded at 10 s; probes of different
-CLIs, and the independent probes of one CLI, run at the same time.
+and are never opened). Every probe is bounded at 10 s, as in the Node bundle;
+probes of different CLIs, and the independent probes of one CLI, run side by
+side, a few at a time (probe_slots), and a probe that hit the cap while
+others ran is tried once more on its own.
 
 The report is `delegate-discover.v1`, key for key as the Node bundle prints it.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import json
@@ -22,12 +25,16 @@ import signal
 import stat
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from . import registry
 from .registry import Implementer
 
 PROBE_TIMEOUT_S = 10.0
+#: A probe cut at the cap is tried again when others ran beside it this share of the cap.
+RETRY_SHARED = 0.05
 MAX_MODELS = 200
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _COLON_VERSION = re.compile(r"([^:\s]+):")
@@ -131,39 +138,175 @@ def locate(impl: Implementer, env: dict[str, str], platform: str, home: str) -> 
 # ---------------------------------------------------------------- running probes
 
 
-def run_probe(launch: Launch, args: tuple[str, ...], env: dict[str, str]) -> Probe:
-    """Run the CLI once, bounded at PROBE_TIMEOUT_S; the whole process tree dies with it."""
+def probe_slots() -> int:
+    """How many probe processes run at once: two per CPU this process may use, 2 to 8.
+
+    Most CLIs are Node or Python programs that spend their first second or
+    more loading code; started all together on a small machine, a slow one
+    (Command Code lists its models in about 9.7 s on its own) would be pushed
+    past the 10 s cap that the Node bundle, probing one CLI after another,
+    never makes it meet under load. Two per CPU keeps the machine busy while
+    some probes wait on the network; a probe the load pushed past the cap
+    gets its second try alone.
+    """
     try:
-        proc = subprocess.Popen(
-            [*launch.prefix, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(max(2 * cpus, 2), 8)
+
+
+class Cancelled(Exception):
+    """Discovery was stopped (Ctrl-C): no further probe may start."""
+
+
+class _Ticket:
+    """One running probe: whether it runs alone, and for how long others ran beside it."""
+
+    __slots__ = ("alone", "shared_s")
+
+    def __init__(self, alone: bool) -> None:
+        self.alone = alone
+        self.shared_s = 0.0
+
+
+class Slots:
+    """Runs probe processes: at most `limit` at once, in the order asked for.
+
+    A retry asks to run alone: it starts once no other probe is running or
+    waiting, and none starts beside it. `cancel()` kills the process group
+    of every probe still running and makes every later start raise
+    Cancelled; starting a process and recording it happen under one lock,
+    so none escapes a cancel.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._cond = threading.Condition()
+        self._queue: collections.deque[object] = collections.deque()
+        self._running: list[_Ticket] = []
+        self._since = time.monotonic()
+        self._procs: set[subprocess.Popen] = set()
+        self._cancelled = False
+
+    def _may_start(self, turn: object, alone: bool) -> bool:
+        if alone:
+            return not self._running and not self._queue
+        return (
+            self._queue[0] is turn
+            and len(self._running) < self.limit
+            and not any(ticket.alone for ticket in self._running)
         )
-    except OSError:
-        return Probe(False, "", "")
-    try:
-        out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+
+    def _account(self) -> None:
+        """Add the time since the last start or finish to each probe that shared it."""
+        now = time.monotonic()
+        if len(self._running) > 1:
+            for ticket in self._running:
+                ticket.shared_s += now - self._since
+        self._since = now
+
+    def _start(self, argv: list[str], env: dict[str, str], alone: bool):
+        turn = object()
+        with self._cond:
+            if not alone:
+                self._queue.append(turn)
+            try:
+                self._cond.wait_for(lambda: self._cancelled or self._may_start(turn, alone))
+            finally:
+                if not alone:
+                    self._queue.remove(turn)
+                self._cond.notify_all()
+            if self._cancelled:
+                raise Cancelled
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError:
+                return None, None
+            ticket = _Ticket(alone)
+            self._account()
+            self._running.append(ticket)
+            self._procs.add(proc)
+            return proc, ticket
+
+    def _finish(self, proc: subprocess.Popen, ticket: _Ticket) -> None:
+        with self._cond:
+            self._account()
+            self._running.remove(ticket)
+            self._procs.discard(proc)
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        with self._cond:
+            self._cancelled = True
+            for proc in self._procs:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            self._cond.notify_all()
+
+    def run(self, argv: list[str], env: dict[str, str], alone: bool = False):
+        """(Probe, or None when it hit the cap; seconds other probes ran beside it)."""
+        proc, ticket = self._start(argv, env, alone)
+        if proc is None:
+            return Probe(False, "", ""), 0.0
+        try:
+            out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with self._cond:
+                self._account()
+                shared_s = ticket.shared_s
+            _kill(proc)
+            return None, shared_s
+        finally:
+            self._finish(proc, ticket)
+        decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
+        return Probe(proc.returncode == 0, decode(out), decode(err)), ticket.shared_s
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the probe's whole process group and let go of its pipes."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=1)
+    for stream in (proc.stdout, proc.stderr):
         with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=1)
-        for stream in (proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):
-                stream.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=1)
-        return Probe(False, "", "")
-    decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
-    return Probe(proc.returncode == 0, decode(out), decode(err))
+            stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)
 
 
-def version_of(impl: Implementer, launch: Launch, env: dict[str, str]) -> str | None:
+def run_probe(
+    launch: Launch, args: tuple[str, ...], env: dict[str, str], slots: Slots | None = None
+) -> Probe:
+    """Run the CLI once, bounded at PROBE_TIMEOUT_S; the whole process tree dies with it.
+
+    A run that hits the cap while other probes ran beside it for a share of
+    that time (RETRY_SHARED of the cap) gets one more try, alone, once the
+    others are done: a slow CLI on a busy machine is not reported as broken.
+    A run that had the cap's time (nearly) to itself is not tried again: a
+    CLI that hangs waiting on its network would only hang once more.
+    """
+    slots = slots or Slots(1)
+    argv = [*launch.prefix, *args]
+    probe, shared_s = slots.run(argv, env)
+    if probe is None and shared_s >= RETRY_SHARED * PROBE_TIMEOUT_S:
+        probe, _ = slots.run(argv, env, alone=True)
+    return probe or Probe(False, "", "")
+
+
+def version_of(
+    impl: Implementer, launch: Launch, env: dict[str, str], slots: Slots | None = None
+) -> str | None:
     for args in filter(None, (impl.version_args, impl.version_fallback_args)):
-        probe = run_probe(launch, args, env)
+        probe = run_probe(launch, args, env, slots)
         if not probe.ok:
             continue
         lines = probe.stdout.strip().splitlines()
@@ -330,7 +473,7 @@ def usage_of(impl: Implementer, env: dict[str, str], home: str) -> dict | None:
 
 
 class _Pending:
-    """The probes of one CLI, started; `entry()` waits for them and builds its report."""
+    """The probes of one CLI, started; `entry()` builds its report once they are done."""
 
     def __init__(
         self,
@@ -340,18 +483,22 @@ class _Pending:
         home: str,
         with_usage: bool,
         pool,
+        slots: Slots,
     ) -> None:
         self.impl, self.launch, self.env, self.home = impl, launch, env, home
         auth_args = impl.auth_probe.args if impl.auth_probe else None
         model_args = impl.model_probe.args if impl.model_probe and impl.model_probe.args else None
-        self.version = pool.submit(version_of, impl, launch, env)
-        self.auth = pool.submit(run_probe, launch, auth_args, env) if auth_args else None
+        self.version = pool.submit(version_of, impl, launch, env, slots)
+        self.auth = pool.submit(run_probe, launch, auth_args, env, slots) if auth_args else None
         if model_args and model_args == auth_args and not impl.auth_probe.json_field:
             # One run answers both (grok's `models` says "not authenticated" when logged out).
             self.models = self.auth
         else:
-            self.models = pool.submit(run_probe, launch, model_args, env) if model_args else None
+            self.models = (
+                pool.submit(run_probe, launch, model_args, env, slots) if model_args else None
+            )
         self.usage = pool.submit(usage_of, impl, env, home) if with_usage else None
+        self.futures = {f for f in (self.version, self.auth, self.models, self.usage) if f}
 
     def entry(self) -> dict:
         impl = self.impl
@@ -372,28 +519,98 @@ class _Pending:
         return entry
 
 
+class _CtrlC:
+    """Ctrl-C while probes run: kill them all at once, and stop where it is safe to.
+
+    KeyboardInterrupt raised at any point of the waiting could leave a lock of
+    concurrent.futures held and the threads waiting on it forever; instead,
+    while discovery runs on the main thread with Python's own SIGINT handler
+    in place, SIGINT cancels the probes (which ends every wait) and the
+    KeyboardInterrupt is raised from `check()`.
+    """
+
+    def __init__(self, runner: Slots) -> None:
+        self.runner = runner
+        self.hit = False
+        self.previous = None
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.hit = True
+        self.runner.cancel()
+
+    def __enter__(self) -> _CtrlC:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+
+def _answered(pending: list[_Pending], ctrl_c: _CtrlC):
+    """Each CLI's entry as soon as all of its probes are done."""
+    waiting = list(pending)
+    while waiting:
+        wait(set().union(*(probes.futures for probes in waiting)), return_when=FIRST_COMPLETED)
+        ctrl_c.check()
+        for probes in [p for p in waiting if all(f.done() for f in p.futures)]:
+            waiting.remove(probes)
+            yield probes.impl.key, probes.entry()
+
+
 def discover(
     with_usage: bool = False,
     env: dict[str, str] | None = None,
     platform: str | None = None,
     only: set[str] | None = None,
+    progress=None,
+    slots: int | None = None,
 ) -> dict:
-    """The delegate-discover.v1 report for this machine (`only`: just these keys)."""
+    """The delegate-discover.v1 report for this machine (`only`: just these keys).
+
+    `progress`, when given, is called with each CLI's entry as it is ready.
+    `slots`: how many probes may run at once (default: probe_slots()).
+    Interrupted (Ctrl-C), every probe still running is killed and no other
+    starts before the KeyboardInterrupt goes on.
+    """
     env = dict(os.environ if env is None else env)
     platform = platform or sys.platform
     home = env.get("HOME") or os.path.expanduser("~")
     wanted = [impl for impl in registry.IMPLEMENTERS if only is None or impl.key in only]
     launches = {impl.key: locate(impl, env, platform, home) for impl in wanted}
     found = [impl for impl in wanted if launches[impl.key] is not None]
-    # Every probe of every CLI at once: at most four per CLI.
-    with ThreadPoolExecutor(max_workers=max(1, 4 * len(found))) as pool:
-        pending = [
-            _Pending(impl, launches[impl.key], env, home, with_usage, pool) for impl in found
-        ]
-        discovered = [probes.entry() for probes in pending]
+    runner = Slots(slots or probe_slots())
+    entries: dict[str, dict] = {}
+    with _CtrlC(runner) as ctrl_c:
+        # A thread for each probe (at most four per CLI); Slots bounds the processes.
+        pool = ThreadPoolExecutor(max_workers=max(1, 4 * len(found)))
+        try:
+            pending = [
+                _Pending(impl, launches[impl.key], env, home, with_usage, pool, runner)
+                for impl in found
+            ]
+            for key, entry in _answered(pending, ctrl_c):
+                entries[key] = entry
+                if progress is not None:
+                    progress(entry)
+        except BaseException:
+            runner.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    ctrl_c.check()
     missing = [
         {"key": impl.key, "binary": impl.binary, "skill": impl.skill}
         for impl in wanted
         if launches[impl.key] is None
     ]
+    discovered = [entries[impl.key] for impl in found]
     return {"version": registry.DISCOVER_VERSION, "discovered": discovered, "missing": missing}

@@ -19,7 +19,7 @@ import re
 from delegate_skills import registry
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import Adapter, State, TextTail
-from delegate_skills.relay.gitstate import Tripwire
+from delegate_skills.relay.gitstate import Tripwire, repo_root, status_entries
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -39,6 +39,8 @@ STDOUT = "stdout.txt"
 DEFAULT_PRINT_TIMEOUT = "30m"
 GRACE_MS = 60_000
 _READ_CAP = 16 * 1024 * 1024
+#: How deep the evidence check follows repositories nested in dirty repositories.
+_NESTED_DEPTH = 8
 TIMEOUT_MESSAGE = '--timeout "{value}" must be an h/m/s duration from 1s through 596h31m23s'
 PRINT_TIMEOUT_MESSAGE = (
     '--print-timeout "{value}" must be an h/m/s duration from 1s through 596h30m23s '
@@ -79,6 +81,29 @@ def _read(path: str) -> str:
     return part_of_file(path, _READ_CAP).decode("utf-8", errors="replace")
 
 
+def _nested_tripwires(cwd: str, excluded: list[str], depth: int = 0) -> list[Tripwire]:
+    """A tripwire inside each repository (submodule or nested repo) git lists as dirty.
+
+    git reports a dirty submodule as one entry however often its files change;
+    only a look inside it shows an edit to a file that was already dirty.
+    """
+    root = repo_root(cwd)
+    entries = status_entries(cwd) if root else None
+    if root is None or not entries or depth >= _NESTED_DEPTH:
+        return []
+    found = []
+    for _status, path, _origin in entries:
+        inner = os.path.join(root, path.rstrip("/"))
+        if os.path.islink(inner) or not os.path.isdir(inner):
+            continue
+        top = repo_root(inner)
+        if top is None or os.path.realpath(top) != os.path.realpath(inner):
+            continue  # a plain directory of this same repository
+        found.append(Tripwire(inner, excluded))
+        found += _nested_tripwires(inner, excluded, depth + 1)
+    return found
+
+
 def _first_match(patterns: tuple[re.Pattern, ...], text: str) -> str | None:
     for pattern in patterns:
         found = pattern.search(text)
@@ -93,6 +118,8 @@ class AgyState(State):
         self.stdout = TextTail()
         #: Work-tree state just before launch: the evidence that a silent run did something.
         self.baseline: Tripwire | None = None
+        #: The same, inside each dirty submodule or nested repository.
+        self.nested: list[Tripwire] = []
 
 
 class Agy(Adapter):
@@ -261,6 +288,7 @@ class Agy(Adapter):
         names = (RUN_FILE, self.brief_name, STDOUT, STDERR, FINAL, LOG, RESULT)
         excluded = [state.run.file(name) for name in names]
         state.baseline = Tripwire(state.opts["cd"], excluded)
+        state.nested = _nested_tripwires(state.opts["cd"], excluded)
 
     def build_argv(self, opts: dict, run) -> list[str]:
         if opts["project"]:
@@ -303,13 +331,17 @@ class Agy(Adapter):
                 "--print cannot prompt; ask the human whether to re-dispatch with "
                 "--dangerously-skip-permissions and treat that run as full access"
             )
-        changed = state.baseline.verdict() if state.baseline else None
-        if not self.final_message(state, state.run) and changed is not True:
+        if not self.final_message(state, state.run) and not self._tree_changed(state):
             return (
                 "agy ended without a final message or observable working-tree changes; "
                 "the relay cannot confirm this dispatch completed"
             )
         return None
+
+    def _tree_changed(self, state: AgyState) -> bool:
+        """Whether the work tree, or a repository dirty inside it, provably changed."""
+        wires = [state.baseline, *state.nested] if state.baseline else state.nested
+        return any(wire.verdict() is True for wire in wires)
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {

@@ -32,6 +32,7 @@ from .options import (
     parse,
     refuse_option_like,
 )
+from .progress import Ticker
 from .report import help_text, summary
 from .rundir import FINAL, RESERVE, RESULT, RunDir, default_out_dir, iso_now
 from .scan import LineScanner, ObjectScanner, Utf8Stream
@@ -108,6 +109,7 @@ class Relay:
         self.tripwire: Tripwire | None = None
         self.tail = StderrTail()
         self.summary_printed = False
+        self.ticker: Ticker | None = None
 
     # ------------------------------------------------------------ configuring
 
@@ -187,12 +189,24 @@ class Relay:
         self.state = adapter.new_state(opts)
         self.state.run = self.run
         fresh = self._fresh_artifacts(brief)
+        foreign = self.run.foreign_artifact({*fresh, RESULT, FINAL, RESERVE})
+        if foreign is not None:
+            _say(
+                f"--out-dir {out_dir} already holds {os.path.basename(foreign)}, which no relay "
+                f"run wrote; move {foreign} aside or choose a new --out-dir"
+            )
+            return 2
         try:
             self.run.prepare(fresh)
         except OSError as problem:
             _say(f"cannot prepare run artifacts: {problem}")
             return 2
         self.run.reserve()
+        if opts["outDir"]:
+            from .runs import remember
+
+            remember(self.run.path)
+        _say(f"{adapter.label} run started · {self.run.path} · relay pid {os.getpid()}")
         if adapter.read_only(opts):
             names = sorted({*fresh, RESULT, FINAL, RESERVE})
             self.tripwire = Tripwire(opts["cd"], [self.run.file(name) for name in names])
@@ -339,7 +353,10 @@ class Relay:
             if scanner is not None:
                 scanner.feed(decoder.decode(data))
 
+        ticker = self.ticker = Ticker(adapter.label)
+
         def on_stderr(data: bytes) -> None:
+            ticker.clear()
             _write_stderr(data)
             run.append(STDERR_NAME, data)
             self.tail.feed(data)
@@ -354,12 +371,13 @@ class Relay:
             on_stdout=on_stdout,
             on_stderr=on_stderr,
             signals=self.signals,
+            on_tick=ticker.tick,
         )
         try:
             child.start()
         except OSError as problem:
             child.close()
-            if is_missing_binary(problem, opts["cd"]):
+            if is_missing_binary(problem, opts["cd"]) and adapter.missing_at_launch_is_unavailable:
                 return self._unavailable()
             return self._finish(
                 "failed", 1, None, error=f"could not start {adapter.binary}: {problem}"
@@ -504,6 +522,8 @@ class Relay:
         except OSError as problem:
             _say(f"cannot write {run.result_path}: {problem.strerror or problem}")
             exit_code = exit_code or 1
+        if self.ticker is not None:
+            self.ticker.clear()
         if not self.summary_printed:
             self.summary_printed = True
             extra = adapter.summary_lines(self.opts, self.state, result)
@@ -566,6 +586,8 @@ class Relay:
                 extra["readOnlyChanges"] = self.tripwire.changes
             elif self.tripwire.unverified:
                 extra["readOnlyUnverified"] = self.tripwire.unverified
+        elif adapter.null_verdict_on_write_runs:
+            extra["readOnlyViolation"] = None
         extra.update(adapter.trailing_fields(state))
         if tail is not None:
             extra["stderrTail"] = tail

@@ -95,6 +95,41 @@ class RunDir:
     def final_path(self) -> str:
         return self.file(FINAL)
 
+    def written_by_a_relay(self) -> bool:
+        """Whether an earlier relay run used this directory (its run.json or result.json)."""
+        import json
+
+        from ..errors import UserError
+        from ..reading import CONFIG_LIMIT, read_limited
+
+        for name, field, value in (
+            ("run.json", "schema", "delegate-run.v1"),
+            (RESULT, "schema", "delegate-relay.result.v1"),
+        ):
+            try:
+                raw = read_limited(self.file(name), 16 * CONFIG_LIMIT)
+                document = json.loads(raw) if raw is not None else None
+            except (UserError, ValueError):
+                continue
+            if isinstance(document, dict) and document.get(field) == value:
+                return True
+        return False
+
+    def foreign_artifact(self, names) -> str | None:
+        """The first of `names` already in the directory that no relay run wrote, if any.
+
+        In a directory an earlier relay run used, its artifacts are the
+        relay's to replace; anywhere else a file by an artifact's name is the
+        user's, and the run must not start.
+        """
+        if not os.path.isdir(self.path) or self.written_by_a_relay():
+            return None
+        for name in sorted(names):
+            path = self.file(name)
+            if os.path.lexists(path):
+                return path
+        return None
+
     def prepare(self, fresh: dict[str, bytes], stale: tuple[str, ...] = (RESULT, FINAL)) -> None:
         """Create the directory and the `fresh` artifacts; remove `stale` leftovers.
 

@@ -6,6 +6,7 @@ import sys
 
 from .. import jsjson
 from ..discover import discover
+from . import run_script
 
 SCRIPT = "discover.py"
 HELP = """discover.py — find the implementer CLIs installed on this machine
@@ -28,6 +29,10 @@ nothing is installed; 2 on a usage error.
 
 
 def main(argv: list[str]) -> int:
+    return run_script(SCRIPT, _run, argv)
+
+
+def _run(argv: list[str]) -> int:
     if "--help" in argv or "-h" in argv:
         sys.stdout.write(HELP)
         return 0

@@ -6,7 +6,8 @@ plan mode, and the relay only ever sends `--plan` together with
 mode. The brief goes through a real pipe: Cline reads piped stdin only from a
 FIFO or a regular file and would ignore a socket. Cline's own `-t/--timeout`
 is never passed; the relay's watchdog is the only clock. Cline's headless JSON
-mode has no way to resume a session, so the relay refuses resume flags.
+mode has no way to resume a session, so the relay has no resume flags
+(`--session` and `--resume-last` are unknown options, as for any other).
 
 Cline 3 starts a hub daemon on its first run (its own session, so the
 relay's sweep of the run's process group does not reach it) and later runs
@@ -25,10 +26,6 @@ from delegate_skills.relay.options import NOT_SCHEDULABLE, Usage, switch_flag, v
 
 #: The positional prompt: Cline joins it with the piped brief.
 STDIN_PROMPT = "Follow the task instructions provided on stdin."
-NO_RESUME = (
-    "{flag} is not supported: cline's headless JSON mode cannot resume a session; "
-    "dispatch a fresh, self-contained brief instead"
-)
 ABORT_EVENTS = ("run_aborted", "run_abort_requested")
 #: The hub's discovery record, under Cline's data dir.
 HUB_RECORD = os.path.join("locks", "hub", "production.json")
@@ -115,14 +112,6 @@ class Cline(Adapter):
             "true or false (default: true, or false with --plan).",
             flagged=False,
         ),
-        value_flag(
-            "--session",
-            "refusedSession",
-            "<id>",
-            "Refused: cline's headless JSON mode cannot resume a session.",
-            flagged=False,
-        ),
-        switch_flag("--resume-last", "refusedResumeLast", "Refused, for the same reason."),
     )
 
     def defaults(self) -> dict:
@@ -130,15 +119,9 @@ class Cline(Adapter):
             "provider": None,
             "planMode": False,
             "autoApprove": None,
-            "refusedSession": None,
-            "refusedResumeLast": False,
         }
 
     def validate(self, opts: dict) -> None:
-        if opts["refusedSession"] is not None:
-            raise Usage(NO_RESUME.format(flag="--session"))
-        if opts["refusedResumeLast"]:
-            raise Usage(NO_RESUME.format(flag="--resume-last"))
         approve = opts["autoApprove"]
         if approve is not None and approve not in ("true", "false"):
             raise Usage("--auto-approve must be true or false")

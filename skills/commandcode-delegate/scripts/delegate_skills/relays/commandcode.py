@@ -13,6 +13,7 @@ delegate-relay result.json proves a relay run put them there.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -76,6 +77,9 @@ class CommandCodeState(State):
         self.result: dict | None = None
         #: The child ran to its end (set at close; aborts and non-starts leave it off).
         self.closed = False
+        #: Why final.txt could not be created, once the relay has tried (None: it was fine).
+        self.final_error: str | None = None
+        self.final_tried = False
 
     def feed(self, text: str) -> None:
         lines = (self.partial + text).split("\n")
@@ -153,6 +157,28 @@ def _result_line(event: dict) -> dict:
     }
 
 
+def _create_final(path: str, text: str) -> str | None:
+    """Create final.txt once, never through a link or over a file that appeared there.
+
+    The run may have put something at the artifact's name (a `git mv` onto it,
+    a symlink); that is left alone and the reason is returned.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as error:
+        return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
+    try:
+        view = memoryview(f"{text}\n".encode("utf-8", errors="replace"))
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as error:
+        return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
+    finally:
+        os.close(fd)
+    return None
+
+
 def _proven_prior_run(directory: str) -> bool:
     """A regular result.json (never a link) that speaks delegate-relay.result.v1."""
     try:
@@ -186,6 +212,7 @@ class CommandCode(Adapter):
     key = "commandcode"
     display = "Command Code"
     label = "cmd"
+    null_verdict_on_write_runs = True
     report_name = "Command Code"
     version_field = "commandCodeVersion"
     parser = "text"
@@ -202,6 +229,8 @@ class CommandCode(Adapter):
         "$COMMANDCODE_BIN names the binary (default: cmd on PATH). An explicit --out-dir\n"
         "holding relay artifacts is used only when its result.json is a relay result."
     )
+    #: final.txt is the relay's to create, once, exclusively (see _create_final).
+    child_writes_final = True
     flags = (
         value_flag(
             "--effort", "effort", "<level>", "Reasoning effort; the levels depend on the model."
@@ -338,10 +367,22 @@ class CommandCode(Adapter):
 
     def final_message(self, state: CommandCodeState, run) -> str:
         final = state.result["finalText"] if state.result else ""
-        return js_trim(final or state.last_text or js_trim(state.deltas.text()))
+        text = js_trim(final or state.last_text or js_trim(state.deltas.text()))
+        self._persist_final(state, text)
+        return text
+
+    def _persist_final(self, state: CommandCodeState, text: str) -> None:
+        """Write the report to final.txt the first time there is one to write."""
+        if state.final_tried or not text or state.run is None:
+            return
+        state.final_tried = True
+        state.final_error = _create_final(state.run.final_path, text)
 
     def failure(self, state: CommandCodeState) -> str | None:
         state.close()
+        self.final_message(state, state.run)
+        if state.final_error:
+            return state.final_error
         result = state.result
         if result is None or result["subtype"] == "success":
             return None
@@ -402,7 +443,7 @@ class CommandCode(Adapter):
         if subtype and subtype != "success":
             stop = f" (stopReason {result['stopReason']})" if result["stopReason"] else ""
             lines.append(f"Command Code result: {subtype}{stop}")
-        if "readOnlyViolation" in result:
+        if result["readOnly"]:
             lines.append(READ_ONLY_CHECK[result["readOnlyViolation"]])
         return lines
 

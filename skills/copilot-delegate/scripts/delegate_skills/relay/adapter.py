@@ -94,6 +94,14 @@ class Adapter:
     display: str = ""
     #: The name in the summary header and the watchdog/abort messages.
     label: str = ""
+    #: Whether a binary that vanishes between the version preflight and the
+    #: launch is reported as unavailable (127) or, as some Node relays do, as a
+    #: failed launch (exit 1).
+    missing_at_launch_is_unavailable: bool = True
+    #: Whether a write run's result says `readOnlyViolation: null` (the question
+    #: does not apply) rather than leaving the field out, as Node's agy, zcode
+    #: and commandcode relays do.
+    null_verdict_on_write_runs: bool = False
     #: The result's `tool` field, or None to leave it out.
     tool: str | None = None
     #: The result field holding the version the preflight read.

@@ -10,6 +10,7 @@ process of the implementer's group still runs, and `lost` when none does.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -21,8 +22,9 @@ RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
 RUN_SCHEMA = "delegate-run.v1"
 WAIT_POLL_S = 0.1
-#: How long `wait` gives a run directory that does not exist yet to appear.
-APPEAR_S = 30.0
+#: How long `wait` gives a run that has not started yet to appear, when no
+#: live process names its directory (a relay starts one well within it).
+APPEAR_S = 1.0
 
 
 def process_start(pid: int) -> str | None:
@@ -191,9 +193,62 @@ class Run:
 
 
 def default_roots() -> list[str]:
+    """The shared run root, and every run directory the index remembers."""
     from .rundir import default_root
 
-    return [default_root()]
+    return [default_root(), *indexed_runs()]
+
+
+# ---------------------------------------------------------------- the index
+#
+# Runs with an --out-dir of their own can be anywhere; the relay notes each in
+# a small index under the XDG state dir (`runs-index.json`, through the write
+# queue), and `runs list` finds them there. Entries whose directory is gone
+# are dropped whenever the index is written.
+
+INDEX_FILE = "runs-index.json"
+INDEX_VERSION = 1
+#: The most runs the index remembers (the newest).
+INDEX_LIMIT = 1000
+
+
+def index_path() -> str:
+    """`$XDG_STATE_HOME/delegate-skills/runs-index.json` (else under ~/.local/state)."""
+    base = os.environ.get("XDG_STATE_HOME")
+    if not base or not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "delegate-skills", INDEX_FILE)
+
+
+def _read_index(path: str) -> list[str]:
+    document = _read_json(path, CONFIG_LIMIT) or {}
+    entries = document.get("runs")
+    return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+
+
+def indexed_runs() -> list[str]:
+    """Run directories the index names that still exist."""
+    return [path for path in _read_index(index_path()) if os.path.isdir(path)]
+
+
+def remember(out_dir: str) -> None:
+    """Add a run directory to the index, dropping entries whose directory is gone.
+
+    Never fails the run: an index that cannot be written is left as it is.
+    """
+    from .. import store
+    from ..jsjson import document_bytes
+
+    path = index_path()
+    out_dir = os.path.abspath(out_dir)
+    try:
+        with store.queue((path,), store.lock_path_for(path)):
+            kept = [p for p in _read_index(path) if p != out_dir and os.path.isdir(p)]
+            kept = [*kept, out_dir][-INDEX_LIMIT:]
+            document = {"version": INDEX_VERSION, "runs": kept}
+            store.atomic_write(path, document_bytes(document), durable=False)
+    except (UserError, OSError):
+        pass
 
 
 def list_runs(roots: list[str]) -> list[dict]:
@@ -243,9 +298,35 @@ def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             return run, True
-        if not run.exists and now - started > APPEAR_S:
-            raise UserError(f"{out_dir}: no relay run appeared there in {APPEAR_S:.0f}s")
+        if not run.exists and now - started > APPEAR_S and not _named_by_a_process(out_dir):
+            raise UserError(
+                f"{out_dir}: no relay run there, and no running relay names it "
+                "(a relay that stopped on a usage error printed why)"
+            )
         time.sleep(WAIT_POLL_S)
+
+
+def _named_by_a_process(out_dir: str) -> bool:
+    """Whether a live process was given `--out-dir out_dir` (a relay still starting up)."""
+    paths = {os.fsencode(out_dir), os.fsencode(os.path.abspath(out_dir))}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                args = handle.read().split(b"\0")
+        except OSError:
+            continue
+        for flag, value in itertools.pairwise(args):
+            if flag == b"--out-dir" and value in paths:
+                return True
+        if any(arg.startswith(b"--out-dir=") and arg[10:] in paths for arg in args):
+            return True
+    return False
 
 
 def exit_code_of(run: Run) -> int:

@@ -59,6 +59,7 @@ class Grok(Adapter):
     key = "grok"
     display = "Grok"
     label = "grok"
+    missing_at_launch_is_unavailable = False
     tool = "grok"
     version_field = "grokVersion"
     install_hint = "Get it with `npm i -g @xai-official/grok`, then sign in: `grok login`."

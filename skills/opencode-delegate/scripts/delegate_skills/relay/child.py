@@ -114,8 +114,10 @@ class Child:
         on_stdout: Callable[[bytes], None],
         on_stderr: Callable[[bytes], None],
         signals: RelaySignals | None = None,
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
         self.argv = argv
+        self._on_tick = on_tick
         self._signals = signals
         self._cwd = cwd
         self._env = env
@@ -227,6 +229,8 @@ class Child:
             if deadline is not None:
                 wait = min(wait, max(0.0, deadline - now))
             self._select_once(wait)
+            if self._on_tick is not None:
+                self._on_tick()
 
     def _select_once(self, wait: float) -> None:
         for key, _events in self._selector.select(wait):

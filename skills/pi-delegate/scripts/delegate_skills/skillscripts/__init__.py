@@ -45,3 +45,6 @@ def run_script(script: str, body: Callable[[list[str]], int], argv: list[str]) -
         return done.code
     except UserError as error:
         return fail(script, str(error)).code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{script}: interrupted\n")
+        return 130

@@ -60,7 +60,8 @@ def _limit_value(text: str, kind: str) -> float | None:
 class VibeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
-        self.session_id = opts.get("session") or None
+        # Only what vibe itself reports: a --session id it never confirmed stays null.
+        self.session_id = None
         self.last_text = ""
 
 

@@ -103,6 +103,7 @@ class Zcode(Adapter):
     key = "zcode"
     display = "ZCode"
     label = "ZCode"
+    null_verdict_on_write_runs = True
     report_name = "zcode"
     version_field = "zcodeVersion"
     install_hint = (
