@@ -164,7 +164,7 @@ def test_probes_never_run_more_at_once_than_the_slots(tmp_path, slots):
 
 def test_probe_slots_follow_the_machine():
     cpus = len(os.sched_getaffinity(0))
-    assert disc.probe_slots() == min(max(2 * cpus, 2), 8)
+    assert disc.probe_slots() == min(max(cpus, 2), 8)
 
 
 def _delegate_discover(env: dict[str, str], **kw) -> subprocess.Popen:

@@ -139,21 +139,20 @@ def locate(impl: Implementer, env: dict[str, str], platform: str, home: str) -> 
 
 
 def probe_slots() -> int:
-    """How many probe processes run at once: two per CPU this process may use, 2 to 8.
+    """How many probe processes run at once: one per CPU this process may use, 2 to 8.
 
     Most CLIs are Node or Python programs that spend their first second or
     more loading code; started all together on a small machine, a slow one
     (Command Code lists its models in about 9.7 s on its own) would be pushed
     past the 10 s cap that the Node bundle, probing one CLI after another,
-    never makes it meet under load. Two per CPU keeps the machine busy while
-    some probes wait on the network; a probe the load pushed past the cap
-    gets its second try alone.
+    never makes it meet under load. A probe the load still pushed past the
+    cap gets its second try alone.
     """
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return min(max(2 * cpus, 2), 8)
+    return min(max(cpus, 2), 8)
 
 
 class Cancelled(Exception):
