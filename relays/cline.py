@@ -34,20 +34,13 @@ HUB_FLAG = b"--cline-hub-daemon"
 
 def hub_daemon(env: dict[str, str]) -> dict | None:
     """The running Cline hub daemon (pid, url) its discovery record names, if any."""
-    import json
-
-    from delegate_skills.errors import UserError
-    from delegate_skills.reading import CONFIG_LIMIT, read_limited
+    from delegate_skills.reading import CONFIG_LIMIT, read_json_object
 
     data_dir = env.get("CLINE_DATA_DIR") or os.path.join(
         env.get("HOME") or os.path.expanduser("~"), ".cline", "data"
     )
-    try:
-        raw = read_limited(os.path.join(data_dir, HUB_RECORD), CONFIG_LIMIT)
-        record = json.loads(raw) if raw is not None else None
-    except (UserError, ValueError):
-        return None
-    pid = record.get("pid") if isinstance(record, dict) else None
+    record = read_json_object(os.path.join(data_dir, HUB_RECORD), CONFIG_LIMIT) or {}
+    pid = record.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
     try:

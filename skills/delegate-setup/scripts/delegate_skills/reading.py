@@ -90,6 +90,18 @@ def read_limited(
         os.close(fd)
 
 
+def read_json_object(path: str, limit: int) -> dict | None:
+    """The JSON object in `path`; None when it is missing, too large, not a file or not JSON."""
+    import json
+
+    try:
+        raw = read_limited(path, limit)
+        value = json.loads(raw) if raw is not None else None
+    except (UserError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def too_large(label: str, limit: int, what: str = "file") -> str:
     return f"refusing to read {label}: larger than {_size(limit)}, more than a {what} holds"
 

@@ -97,21 +97,11 @@ class RunDir:
 
     def written_by_a_relay(self) -> bool:
         """Whether an earlier relay run used this directory (its run.json or result.json)."""
-        import json
+        from ..reading import CONFIG_LIMIT, read_json_object
 
-        from ..errors import UserError
-        from ..reading import CONFIG_LIMIT, read_limited
-
-        for name, field, value in (
-            ("run.json", "schema", "delegate-run.v1"),
-            (RESULT, "schema", "delegate-relay.result.v1"),
-        ):
-            try:
-                raw = read_limited(self.file(name), 16 * CONFIG_LIMIT)
-                document = json.loads(raw) if raw is not None else None
-            except (UserError, ValueError):
-                continue
-            if isinstance(document, dict) and document.get(field) == value:
+        for name, schema in (("run.json", "delegate-run.v1"), (RESULT, "delegate-relay.result.v1")):
+            document = read_json_object(self.file(name), 16 * CONFIG_LIMIT) or {}
+            if document.get("schema") == schema:
                 return True
         return False
 

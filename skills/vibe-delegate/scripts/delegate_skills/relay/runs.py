@@ -15,7 +15,7 @@ import os
 import time
 
 from ..errors import UserError
-from ..reading import CONFIG_LIMIT, read_limited
+from ..reading import CONFIG_LIMIT, read_json_object
 from . import procgroup
 
 RUN_FILE = "run.json"
@@ -29,12 +29,8 @@ APPEAR_S = 1.0
 
 def process_start(pid: int) -> str | None:
     """The kernel's start time of `pid` (Linux), to tell a live relay from a reused pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19].decode() if len(fields) > 19 else None
+    fields = procgroup.stat_fields(pid)
+    return fields[19].decode() if fields and len(fields) > 19 else None
 
 
 def run_marker(
@@ -72,18 +68,6 @@ def run_marker(
 RESULT_LIMIT = 16 * 1024 * 1024
 
 
-def _read_json(path: str, limit: int) -> dict | None:
-    """The JSON object in `path`; None when it is missing, too large, not a file or not JSON."""
-    import json
-
-    try:
-        raw = read_limited(path, limit)
-        value = json.loads(raw) if raw is not None else None
-    except (UserError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _alive(marker: dict) -> bool:
     pid = marker.get("pid")
     if not isinstance(pid, int) or pid <= 0:
@@ -97,11 +81,8 @@ def _alive(marker: dict) -> bool:
     recorded, now = marker.get("pidStart"), process_start(pid)
     if recorded and now and recorded != now:
         return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
+    fields = procgroup.stat_fields(pid)
+    return fields[0] != b"Z" if fields else True
 
 
 def _group(marker: dict) -> int | None:
@@ -142,11 +123,11 @@ class Run:
 
     def __init__(self, out_dir: str) -> None:
         self.out_dir = os.path.abspath(out_dir)
-        self.marker = _read_json(os.path.join(self.out_dir, RUN_FILE), CONFIG_LIMIT) or {}
+        self.marker = read_json_object(os.path.join(self.out_dir, RUN_FILE), CONFIG_LIMIT) or {}
         self.result = self._read_result()
 
     def _read_result(self) -> dict | None:
-        return _read_json(os.path.join(self.out_dir, RESULT_FILE), RESULT_LIMIT)
+        return read_json_object(os.path.join(self.out_dir, RESULT_FILE), RESULT_LIMIT)
 
     @property
     def exists(self) -> bool:
@@ -221,7 +202,7 @@ def index_path() -> str:
 
 
 def _read_index(path: str) -> list[str]:
-    document = _read_json(path, CONFIG_LIMIT) or {}
+    document = read_json_object(path, CONFIG_LIMIT) or {}
     entries = document.get("runs")
     return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
 

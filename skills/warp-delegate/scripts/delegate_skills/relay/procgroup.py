@@ -22,7 +22,8 @@ _POLL_S = 0.01
 KILL_WAIT_S = 5.0
 
 
-def _stat_fields(pid: str) -> list[bytes] | None:
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first); None if unreadable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             return handle.read().rsplit(b")", 1)[1].split()
@@ -51,7 +52,7 @@ def members(pgid: int) -> list[int]:
     for name in names:
         if not name.isdigit():
             continue
-        fields = _stat_fields(name)
+        fields = stat_fields(name)
         # fields[0] is the state, fields[2] the process group.
         if fields and len(fields) > 2 and fields[2] == wanted and fields[0] not in (b"Z", b"X"):
             found.append(int(name))
@@ -101,7 +102,19 @@ _PR_SET_PDEATHSIG = 1
 
 
 def death_signal_hook():
-    """A preexec function that makes the child die when the relay does (Linux), else None."""
+    """A preexec function that makes the child die when the relay does (Linux), else None.
+
+    Built once per relay: the version probe and the run share it.
+    """
+    if "hook" not in _HOOK:
+        _HOOK["hook"] = _build_hook()
+    return _HOOK["hook"]
+
+
+_HOOK: dict = {}
+
+
+def _build_hook():
     if not sys.platform.startswith("linux"):
         return None
     try:
