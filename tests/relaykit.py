@@ -160,27 +160,27 @@ VALUE_FLAGS = {
 }  # fmt: skip
 
 #: Every switch (a flag without a value) of every relay, in --help order, as the
-#: Node relays have them, but for this port's own: cursor's --force, and the
-#: --read-only that kimi refuses and qoder honours.
+#: Node relays have them, but for this port's own: cursor's --force, the
+#: --read-only that kimi refuses and qoder honours, and --worktree on every relay.
 SWITCHES = {
-    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions"],
-    "cline": ["--plan"],
-    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check"],
-    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env"],
-    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure"],
+    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions", "--worktree"],
+    "cline": ["--plan", "--worktree"],
+    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check", "--worktree"],
+    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env", "--worktree"],
+    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure", "--worktree"],
     "agy": ["--new-project", "--resume-last", "--sandbox", "--read-only",
-            "--dangerously-skip-permissions"],
-    "grok": ["--read-only", "--full-access", "--resume-last"],
-    "kimi": ["--resume-last", "--read-only"],
-    "qoder": ["--resume-last", "--read-only"],
-    "vibe": ["--resume-last", "--plan-only", "--full-access"],
-    "cursor": ["--read-only", "--force", "--no-force", "--resume-last"],
-    "pi": ["--resume-last", "--approve", "--read-only"],
-    "omp": ["--resume-last", "--read-only", "--approve"],
-    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last"],
-    "copilot": ["--read-only", "--allow-all-tools", "--resume-last"],
-    "warp": ["--no-snapshot"],
-    "zcode": ["--read-only", "--resume-last"],
+            "--dangerously-skip-permissions", "--worktree"],
+    "grok": ["--read-only", "--full-access", "--resume-last", "--worktree"],
+    "kimi": ["--resume-last", "--read-only", "--worktree"],
+    "qoder": ["--resume-last", "--read-only", "--worktree"],
+    "vibe": ["--resume-last", "--plan-only", "--full-access", "--worktree"],
+    "cursor": ["--read-only", "--force", "--no-force", "--resume-last", "--worktree"],
+    "pi": ["--resume-last", "--approve", "--read-only", "--worktree"],
+    "omp": ["--resume-last", "--read-only", "--approve", "--worktree"],
+    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last", "--worktree"],
+    "copilot": ["--read-only", "--allow-all-tools", "--resume-last", "--worktree"],
+    "warp": ["--no-snapshot", "--worktree"],
+    "zcode": ["--read-only", "--resume-last", "--worktree"],
 }  # fmt: skip
 
 

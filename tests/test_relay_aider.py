@@ -219,6 +219,8 @@ AIDER_FLAGS = [
 
 @pytest.mark.parametrize("flag", AIDER_FLAGS, ids=lambda f: f.name)
 def test_no_flag_removes_the_commit_pins(bench, flag):
+    if flag.name == "--worktree":
+        commit_all(bench.work, "a commit to start the worktree from")
     argv = argv_of(bench, *_sample_value(flag))
     assert_pinned(argv)
 

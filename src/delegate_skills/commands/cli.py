@@ -349,7 +349,7 @@ def doctor_text(report: dict) -> str:
 
 @cli.group(**group_settings())
 def runs() -> None:
-    """List relay runs, show one, or wait for one to finish."""
+    """List relay runs, show one, wait for one, and land or drop a --worktree run."""
     help_if_bare()
 
 
@@ -434,6 +434,126 @@ def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
         )
         sys.exit(1)
     sys.exit(runs_module.exit_code_of(run))
+
+
+def apply_text(report: dict) -> str:
+    if not report["applied"]:
+        return f"nothing to apply: the run changed no file ({report['outDir']})"
+    lines = [
+        f"applied {len(report['applied'])} file(s) from {report['branch']} into "
+        f"{report['source']}, not committed:"
+    ]
+    for label, key in (("added", "added"), ("modified", "modified"), ("deleted", "deleted")):
+        lines += [f"  {label:<9}{path}" for path in report[key]]
+    lines.append("review the diff (git diff), re-run the project's gates, then commit it yourself")
+    return "\n".join(lines)
+
+
+@runs.command("apply")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@JSON_OPTION
+def runs_apply(out_dir: str, as_json: bool) -> None:
+    """Bring a finished --worktree run's change into its source work tree, without a commit.
+
+    A three-way apply: when the source has changes that conflict with the run's,
+    nothing is written and the files are named. The source's index is left as it is.
+    """
+    from ..relay import landing
+
+    _emit(landing.apply(out_dir), as_json, apply_text)
+
+
+def discard_text(report: dict) -> str:
+    lines = []
+    if report["removedWorktree"]:
+        lines.append(f"removed worktree {report['removedWorktree']}")
+    if report["deletedBranch"]:
+        dropped = report["droppedCommits"]
+        note = f" and its {dropped} unlanded commit(s)" if dropped else ""
+        lines.append(f"deleted branch {report['deletedBranch']}{note}")
+    return "\n".join(lines) or f"nothing left to discard for {report['outDir']}"
+
+
+@runs.command("discard")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option(
+    "--force", is_flag=True, help="Also when the run's branch has commits the source lacks."
+)
+@JSON_OPTION
+def runs_discard(out_dir: str, force: bool, as_json: bool) -> None:
+    """Remove a finished --worktree run's worktree and its delegate/… branch."""
+    from ..relay import landing
+
+    _emit(landing.discard(out_dir, force), as_json, discard_text)
+
+
+# ---------------------------------------------------------------- fanout
+
+
+def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise click.BadParameter("use 1 or more", param_hint="--jobs")
+    return value
+
+
+@cli.command("fanout")
+@click.option(
+    "--brief", type=click.Path(exists=True, dir_okay=False), required=True, help="Brief file."
+)
+@click.option(
+    "--cd",
+    "cd",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Repository to branch the worktrees from (default: here).",
+)
+@click.option("--lane", "lanes", multiple=True, help="Run through this fleet lane (repeatable).")
+@click.option(
+    "--implementer", "implementers", multiple=True, help="Run this implementer (repeatable)."
+)
+@click.option(
+    "--jobs", type=int, default=None, callback=_positive_jobs,
+    help="Runs at once (default: all of them).",
+)  # fmt: skip
+@click.option("--timeout", default=None, help="Each run's watchdog, as h/m/s (e.g. 45m).")
+@JSON_OPTION
+def fanout_command(
+    brief: str,
+    cd: str | None,
+    lanes: tuple[str, ...],
+    implementers: tuple[str, ...],
+    jobs: int | None,
+    timeout: str | None,
+    as_json: bool,
+) -> None:
+    """Run one brief on several lanes or implementers at once, each in its own worktree.
+
+    Each run is `delegate relay KEY --worktree`: a new branch delegate/<run id>
+    from HEAD, outside the source tree. Prints a comparison table (JSON on a pipe
+    or with --json: `runs`). Ctrl-C aborts every run. Nothing is committed or
+    applied: land the run you keep with `delegate runs apply`, drop the rest with
+    `delegate runs discard`. Exit 0 when every run completed, 1 when one did not,
+    2 on a usage error, 128+n after signal n.
+    """
+    from . import fanout
+
+    if timeout is not None and registry.parse_timeout_ms(timeout) is None:
+        raise click.BadParameter("use an h/m/s duration such as 30m or 90s", param_hint="--timeout")
+    workdir = _cwd(cd)
+    targets = fanout.plan(workdir, list(lanes), list(implementers))
+
+    def progress(line: str) -> None:
+        click.echo(f"fanout: {line}", err=True)
+
+    runner = fanout.Fanout(
+        targets, os.path.abspath(brief), workdir, jobs or len(targets), timeout, progress
+    )
+    rows = runner.run()
+    if _wants_json(as_json):
+        click.echo(jsjson.stringify({"runs": rows}, 2))
+    else:
+        click.echo(fanout.table(rows))
+    sys.exit(fanout.exit_code(rows, runner.interrupted))
 
 
 # ---------------------------------------------------------------- mcp

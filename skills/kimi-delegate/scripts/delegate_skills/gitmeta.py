@@ -75,3 +75,53 @@ def repo_paths(cwd: str) -> RepoPaths:
     if len(lines) < 2 or not lines[0] or not lines[1]:
         return RepoPaths(None, None)
     return RepoPaths(lines[0], lines[1])
+
+
+class GitOutcome:
+    """What one git command did: its exit code (None: it did not run or hung), stdout, stderr."""
+
+    __slots__ = ("code", "err", "out")
+
+    def __init__(self, code: int | None, out: bytes, err: bytes) -> None:
+        self.code = code
+        self.out = out
+        self.err = err
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def reason(self) -> str:
+        """git's last stderr line, or why git gave none."""
+        lines = [line for line in self.err.decode("utf-8", "replace").splitlines() if line.strip()]
+        if lines:
+            return lines[-1].strip()
+        return "git did not answer in time" if self.code is None else f"git exited {self.code}"
+
+
+def git_outcome(
+    cwd: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+    timeout: float = GIT_TIMEOUT_S,
+) -> GitOutcome:
+    """Run `git -C cwd args…` (in its own process group) and keep both streams."""
+    try:
+        proc = subprocess.Popen(
+            ["git", "-C", cwd, *args],
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as problem:
+        return GitOutcome(None, b"", f"cannot run git: {problem}".encode())
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_git(proc)
+        proc.communicate()
+        return GitOutcome(None, b"", b"")
+    return GitOutcome(proc.returncode, out, err)

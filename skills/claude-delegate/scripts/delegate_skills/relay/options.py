@@ -119,6 +119,12 @@ TAIL_FLAGS = (
         "Artifact directory (default: a new one under the system temp dir).",
         flagged=False,
     ),
+    switch_flag(
+        "--worktree",
+        "worktree",
+        "Run in a new git worktree of --cd's repository, on branch delegate/<run id> from "
+        "HEAD; the source tree is left as it is (land with `runs apply`).",
+    ),
 )
 MODEL_FLAG = value_flag("--model", "model", "<name>", "Model for this run.")
 PATH_DESTS = ("cd", "outDir")

@@ -1,4 +1,4 @@
-"""`python3 runs.py list|show|wait`: follow relay runs from a skill folder alone.
+"""`python3 runs.py list|show|wait|apply|discard`: follow and land runs from a skill folder.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -19,6 +19,8 @@ Usage:
   python3 runs.py list [--root <dir>]...
   python3 runs.py show <out-dir>
   python3 runs.py wait <out-dir> [--timeout <duration>]
+  python3 runs.py apply <out-dir>
+  python3 runs.py discard <out-dir> [--force]
   python3 runs.py --help
 
 list   every run the relays on this machine started, newest first, and any
@@ -27,6 +29,12 @@ show   one run: its state, and its result.json once it has one
 wait   block until the run has a result; exit with the run's exit code
        (124 when --timeout passes first, 1 when the relay died without a
        result, 2 when the directory holds no run and no relay is starting one)
+apply  bring a finished --worktree run's change into the source work tree,
+       uncommitted (a three-way apply; when the source has conflicting
+       changes nothing is written and exit 2 names the files)
+discard  remove a finished --worktree run's worktree and delegate/... branch
+       (refused, exit 2, when the branch has commits the source lacks,
+       unless --force)
 
 Everything is printed as JSON on stdout.
 """
@@ -79,6 +87,16 @@ def _wait(args: list[str]) -> int:
     return runs.exit_code_of(run)
 
 
+def _land(command: str, args: list[str]) -> int:
+    from ..relay import landing
+
+    force = command == "discard" and "--force" in args
+    _, operands = _take_value([a for a in args if not (force and a == "--force")], None)
+    out_dir = _one_dir(command, operands)
+    _emit(landing.apply(out_dir) if command == "apply" else landing.discard(out_dir, force))
+    return 0
+
+
 def _run(argv: list[str]) -> int:
     if wants_help(argv):
         return print_help(HELP, argv)
@@ -95,6 +113,8 @@ def _run(argv: list[str]) -> int:
         return 0
     if command == "wait":
         return _wait(args)
+    if command in ("apply", "discard"):
+        return _land(command, args)
     raise fail(SCRIPT, f"unknown command {jsjson.stringify(command)}. Use --help.")
 
 

@@ -110,6 +110,7 @@ class Relay:
         self.tail = StderrTail()
         self.summary_printed = False
         self.ticker: Ticker | None = None
+        self.worktree = None
 
     # ------------------------------------------------------------ configuring
 
@@ -134,6 +135,7 @@ class Relay:
             "cd": os.getcwd(),
             "outDir": None,
             "timeout": adapter.default_timeout,
+            "worktree": False,
         }
         if adapter.has_model_flag:
             opts["model"] = None
@@ -141,6 +143,19 @@ class Relay:
         table = {flag.name: flag for flag in adapter.flag_table()}
         given: list[tuple[str, str]] = []
         flagged = parse(argv, table, opts, given)
+        if opts["worktree"]:
+            self._enter_worktree(opts)
+        try:
+            brief = self._check(opts, table, flagged, given)
+        except Usage:
+            self._drop_worktree()
+            raise
+        self.opts = opts
+        return brief
+
+    def _check(self, opts: dict, table: dict, flagged: set[str], given: list) -> str:
+        """Apply the lane, check every option, read the brief. Raises Usage."""
+        adapter = self.adapter
         if opts["lane"]:
             self._apply_lane(opts, flagged)
         adapter.validate(opts)
@@ -153,8 +168,30 @@ class Relay:
         brief = read_brief(opts.get("brief"))
         adapter.check_brief(opts, brief)
         refuse_option_like(given)
-        self.opts = opts
         return brief
+
+    def _enter_worktree(self, opts: dict) -> None:
+        """Move the run into a new worktree of --cd's repository. Raises Usage.
+
+        Lanes are resolved there, against the worktree's own project config,
+        which carries the source's approval when its bytes are the approved ones.
+        """
+        from .worktree import WorktreeError, create
+
+        check_directory(opts["cd"])
+        try:
+            self.worktree = create(opts["cd"])
+        except WorktreeError as problem:
+            raise Usage(str(problem)) from None
+        opts["cd"] = self.worktree.cd
+
+    def _drop_worktree(self) -> None:
+        """Remove a worktree this relay made for a run that did not start."""
+        if self.worktree is not None:
+            from .worktree import remove
+
+            remove(self.worktree.source, self.worktree.path, self.worktree.branch)
+            self.worktree = None
 
     def _apply_lane(self, opts: dict, flagged: set[str]) -> None:
         from .. import lanes
@@ -184,7 +221,7 @@ class Relay:
             out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
         except OSError as problem:
             _say(f"cannot prepare run artifacts: {problem}")
-            return 2
+            return self._not_started()
         self.run = RunDir(out_dir, started, brief)
         self.state = adapter.new_state(opts)
         self.state.run = self.run
@@ -195,18 +232,20 @@ class Relay:
                 f"--out-dir {out_dir} already holds {os.path.basename(foreign)}, which no relay "
                 f"run wrote; move {foreign} aside or choose a new --out-dir"
             )
-            return 2
+            return self._not_started()
         try:
             self.run.prepare(fresh)
         except OSError as problem:
             _say(f"cannot prepare run artifacts: {problem}")
-            return 2
+            return self._not_started()
         self.run.reserve()
         if opts["outDir"]:
             from .runs import remember
 
             remember(self.run.path)
         _say(f"{adapter.label} run started · {self.run.path} · relay pid {os.getpid()}")
+        if self.worktree is not None:
+            self._say_worktree()
         if adapter.read_only(opts):
             names = sorted({*fresh, RESULT, FINAL, RESERVE})
             self.tripwire = Tripwire(opts["cd"], [self.run.file(name) for name in names])
@@ -218,6 +257,20 @@ class Relay:
         if outcome is not None:
             return outcome
         return self._supervise(launcher, env, brief)
+
+    def _not_started(self) -> int:
+        """A run that stops before it starts: usage exit, and no worktree left behind."""
+        self._drop_worktree()
+        return 2
+
+    def _say_worktree(self) -> None:
+        tree = self.worktree
+        _say(f"worktree {tree.path} · branch {tree.branch} from {tree.base[:12]}")
+        if tree.source_changes:
+            _say(
+                f"{tree.source} has {tree.source_changes} uncommitted change(s); they are "
+                f"not in the worktree, which starts from commit {tree.base[:12]}"
+            )
 
     def _fresh_artifacts(self, brief: str) -> dict[str, bytes]:
         from .runs import RUN_FILE, run_marker
@@ -580,6 +633,11 @@ class Relay:
         extra["finalMessage"] = final
         extra.update(adapter.metric_fields(state))
         extra["touchedFiles"] = touched_files(opts["cd"])
+        if self.worktree is not None:
+            from .worktree import diffstat
+
+            extra["worktree"] = self.worktree.record()
+            extra["diffstat"] = diffstat(self.worktree.path, self.worktree.base)
         if self.tripwire is not None:
             extra["readOnlyViolation"] = self.tripwire.verdict()
             if self.tripwire.changes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from .adapter import Adapter
 from .options import Flag
 
@@ -122,6 +124,27 @@ def _read_only_lines(result: dict) -> list[str]:
     return []
 
 
+def _worktree_lines(result: dict, result_path: str) -> list[str]:
+    tree = result.get("worktree")
+    if not isinstance(tree, dict):
+        return []
+    lines = [f"worktree: {tree.get('path')} (branch {tree.get('branch')})"]
+    stat = result.get("diffstat")
+    if isinstance(stat, dict):
+        lines.append(
+            f"diffstat: {stat.get('filesChanged')} file(s), "
+            f"+{stat.get('linesAdded')} -{stat.get('linesRemoved')} against the start commit"
+        )
+    if tree.get("sourceUncommitted"):
+        lines.append(
+            f"note: {tree['sourceUncommitted']} uncommitted change(s) in {tree.get('source')} "
+            "were not in the worktree"
+        )
+    out_dir = os.path.dirname(result_path)
+    lines.append(f"land with: runs apply {out_dir} · drop with: runs discard {out_dir}")
+    return lines
+
+
 #: How many changed items the summary names.
 SHOWN_CHANGES = 5
 
@@ -139,6 +162,7 @@ def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path:
         *_read_only_lines(result),
         *extra_lines,
         *_touched_lines(result.get("touchedFiles")),
+        *_worktree_lines(result, result_path),
     ]
     tail = result.get("stderrTail") or []
     if tail:

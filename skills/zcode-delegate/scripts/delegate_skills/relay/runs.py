@@ -193,12 +193,18 @@ INDEX_VERSION = 1
 INDEX_LIMIT = 1000
 
 
-def index_path() -> str:
-    """`$XDG_STATE_HOME/delegate-skills/runs-index.json` (else under ~/.local/state)."""
+def state_dir() -> str:
+    """`$XDG_STATE_HOME/delegate-skills` (else ~/.local/state/delegate-skills): the run
+    index and the worktrees of --worktree runs live here."""
     base = os.environ.get("XDG_STATE_HOME")
     if not base or not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "delegate-skills", INDEX_FILE)
+    return os.path.join(base, "delegate-skills")
+
+
+def index_path() -> str:
+    """`<state dir>/runs-index.json`."""
+    return os.path.join(state_dir(), INDEX_FILE)
 
 
 def _read_index(path: str) -> list[str]:

@@ -1,0 +1,309 @@
+"""`delegate fanout`: one brief, several lanes or implementers, each run in its own worktree.
+
+Every run is a `delegate relay KEY --worktree` process of its own, at most
+`jobs` at a time; each writes its result.json as any relay run does, and the
+report is read from those. An interrupt (Ctrl-C, SIGTERM) is passed to every
+relay, which ends its run `aborted` with its result written; runs still
+waiting for a slot are not started. Nothing here commits or applies: the
+orchestrator compares the runs, then lands one with `delegate runs apply`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import registry
+from ..errors import UserError
+from ..reading import read_limited
+from ..relay.rundir import default_root, ensure_private_root
+
+#: The relay's stderr, kept in each run directory.
+RELAY_LOG = "relay-stderr.txt"
+_LOG_TAIL = 64 * 1024
+
+
+class Target:
+    """One run of the fanout: an implementer, through a lane or directly."""
+
+    __slots__ = ("implementer", "lane")
+
+    def __init__(self, implementer: str, lane: str | None) -> None:
+        self.implementer = implementer
+        self.lane = lane
+
+    @property
+    def label(self) -> str:
+        return f"{self.lane} ({self.implementer})" if self.lane else self.implementer
+
+
+def plan(cd: str, lanes: list[str], implementers: list[str]) -> list[Target]:
+    """The runs to start, in the order given. Raises UserError for an unknown lane or key.
+
+    A lane is looked up in the source's effective fleet for its implementer;
+    the relay resolves it again in its worktree, where trust is decided.
+    """
+    from ..fleet import Effective
+    from ..relay.main import load_adapter
+
+    targets: list[Target] = []
+    known = Effective(cd).lanes() if lanes else {}
+    for name in lanes:
+        entry = known.get(name)
+        if entry is None:
+            raise UserError(f"--lane {name}: fleet lane not found (see `delegate lane list`)")
+        targets.append(Target(entry["implementer"], name))
+    for key in implementers:
+        if registry.get(key) is None or load_adapter(key) is None:
+            raise UserError(
+                f"--implementer {key}: unknown implementer (one of: {', '.join(registry.KEYS)})"
+            )
+        targets.append(Target(key, None))
+    if not targets:
+        raise UserError("give at least one --lane or --implementer")
+    return targets
+
+
+def tokens_of(result: dict) -> int | None:
+    """Total tokens where the implementer reported usage, else None."""
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def first(*names: str) -> int | None:
+        for name in names:
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    total = first("total_tokens", "totalTokens", "total")
+    if total is not None:
+        return total
+    parts = [
+        first("input_tokens", "inputTokens", "input", "prompt_tokens"),
+        first("output_tokens", "outputTokens", "output", "completion_tokens"),
+    ]
+    return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+
+
+class Fanout:
+    """Runs the targets as relay processes and collects one row per run."""
+
+    def __init__(
+        self,
+        targets: list[Target],
+        brief: str,
+        cd: str,
+        jobs: int,
+        timeout: str | None,
+        progress: Callable[[str], None],
+    ) -> None:
+        self.targets = targets
+        self.brief = brief
+        self.cd = cd
+        self.jobs = jobs
+        self.timeout = timeout
+        self.progress = progress
+        self.interrupted: int | None = None
+        self._lock = threading.Lock()
+        self._live: dict[int, subprocess.Popen] = {}
+        self._stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+    # ------------------------------------------------------------ signals
+
+    def interrupt(self, signum: int, _frame=None) -> None:
+        """Pass the signal to every relay; runs not yet started stay unstarted."""
+        with self._lock:
+            if self.interrupted is None:
+                self.interrupted = signum
+            live = list(self._live.values())
+        for proc in live:
+            _signal(proc, signum)
+
+    # ------------------------------------------------------------ running
+
+    def run(self) -> list[dict]:
+        previous = {
+            signum: signal.signal(signum, self.interrupt)
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        }
+        try:
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                futures = [pool.submit(self._one, i, t) for i, t in enumerate(self.targets)]
+                return [future.result() for future in futures]
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _out_dir(self, index: int, target: Target) -> str:
+        root = default_root()
+        ensure_private_root(root)
+        base = os.path.basename(os.path.normpath(self.cd)) or "repo"
+        name = f"{base}-{self._stamp}-fanout{index + 1}-{target.implementer}-{os.urandom(2).hex()}"
+        path = os.path.join(root, name)
+        os.mkdir(path, 0o700)
+        return path
+
+    def _argv(self, target: Target, out_dir: str) -> list[str]:
+        argv = [sys.executable, "-m", "delegate_skills.relay", target.implementer]
+        argv += ["--brief", self.brief, "--cd", self.cd, "--worktree", "--out-dir", out_dir]
+        if target.lane:
+            argv += ["--lane", target.lane]
+        if self.timeout:
+            argv += ["--timeout", self.timeout]
+        return argv
+
+    def _one(self, index: int, target: Target) -> dict:
+        row = {"lane": target.lane, "implementer": target.implementer, "outDir": None}
+        if self.interrupted is not None:
+            return {**row, **_not_started("fanout was interrupted before this run started")}
+        try:
+            out_dir = self._out_dir(index, target)
+            log = os.open(
+                os.path.join(out_dir, RELAY_LOG),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                0o600,
+            )
+        except OSError as problem:
+            return {**row, **_not_started(f"cannot create a run directory: {problem}")}
+        row["outDir"] = out_dir
+        started = time.monotonic()
+        try:
+            proc = self._start(target, out_dir, log)
+        finally:
+            os.close(log)
+        if proc is None:
+            return {**row, **_not_started("fanout was interrupted before this run started")}
+        self.progress(f"started {target.label} · {out_dir}")
+        code = proc.wait()
+        with self._lock:
+            self._live.pop(proc.pid, None)
+        report = {**row, **_report(out_dir, code, round(time.monotonic() - started, 3))}
+        self.progress(f"{report['status']} {target.label} in {report['durationSeconds']:.0f}s")
+        return report
+
+    def _start(self, target: Target, out_dir: str, log: int) -> subprocess.Popen | None:
+        with self._lock:
+            if self.interrupted is not None:
+                return None
+            proc = subprocess.Popen(
+                self._argv(target, out_dir),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,  # the terminal's Ctrl-C reaches fanout, which passes it on
+            )
+            self._live[proc.pid] = proc
+        return proc
+
+
+def _signal(proc: subprocess.Popen, signum: int) -> None:
+    try:
+        proc.send_signal(signum)
+    except OSError:
+        pass
+
+
+def _not_started(why: str) -> dict:
+    return {
+        "status": "aborted",
+        "exitCode": None,
+        "durationSeconds": 0.0,
+        "worktree": None,
+        "diffstat": None,
+        "tokens": None,
+        "error": why,
+    }
+
+
+def _report(out_dir: str, code: int, seconds: float) -> dict:
+    """The row for a finished relay, from its result.json (or its stderr when it wrote none)."""
+    from ..reading import read_json_object
+    from ..relay.runs import RESULT_FILE, RESULT_LIMIT
+
+    result = read_json_object(os.path.join(out_dir, RESULT_FILE), RESULT_LIMIT)
+    if result is None:
+        return {
+            "status": "refused" if code == 2 else "lost",
+            "exitCode": code,
+            "durationSeconds": seconds,
+            "worktree": None,
+            "diffstat": None,
+            "tokens": None,
+            "error": _last_line(os.path.join(out_dir, RELAY_LOG))
+            or f"the relay exited {code} without a result",
+        }
+    row = {
+        "status": result.get("status"),
+        "exitCode": result.get("exitCode"),
+        "durationSeconds": seconds,
+        "worktree": result.get("worktree"),
+        "diffstat": result.get("diffstat"),
+        "tokens": tokens_of(result),
+    }
+    if result.get("error"):
+        row["error"] = result["error"]
+    return row
+
+
+def _last_line(path: str) -> str | None:
+    try:
+        raw = read_limited(path, 1 << 30) or b""
+    except UserError:
+        return None
+    lines = [line for line in raw[-_LOG_TAIL:].decode("utf-8", "replace").splitlines() if line]
+    return lines[-1] if lines else None
+
+
+def exit_code(rows: list[dict], interrupted: int | None) -> int:
+    """128+n after signal n; 0 when every run completed; 1 otherwise."""
+    if interrupted is not None:
+        return 128 + interrupted
+    return 0 if all(row["status"] == "completed" for row in rows) else 1
+
+
+def table(rows: list[dict]) -> str:
+    """The comparison table a person reads at a terminal."""
+    header = ("lane", "implementer", "status", "time", "files", "+lines", "-lines", "tokens")
+    body = []
+    for row in rows:
+        stat = row.get("diffstat") or {}
+        body.append(
+            (
+                row["lane"] or "-",
+                row["implementer"],
+                row["status"] or "?",
+                f"{row['durationSeconds']:.0f}s",
+                _shown(stat.get("filesChanged")),
+                _shown(stat.get("linesAdded")),
+                _shown(stat.get("linesRemoved")),
+                _shown(row.get("tokens")),
+            )
+        )
+    widths = [max(len(str(r[i])) for r in (header, *body)) for i in range(len(header))]
+    lines = [
+        "  ".join(f"{cell:<{w}}" for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in (header, *body)
+    ]
+    lines.append("")
+    for row in rows:
+        where = row["outDir"] or "(not started)"
+        lines.append(f"{row['lane'] or row['implementer']}: {where}")
+        if row.get("error"):
+            lines.append(f"  {row['error']}")
+    lines.append("")
+    lines.append("compare the diffs, then land one: delegate runs apply <out-dir>;")
+    lines.append("drop the others: delegate runs discard <out-dir>. Nothing was committed.")
+    return "\n".join(lines)
+
+
+def _shown(value) -> str:
+    return "-" if value is None else str(value)
