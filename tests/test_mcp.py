@@ -10,8 +10,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import PYTHON, fleet_doc, write_json
+from conftest import PYTHON, commit_all, fleet_doc, git, write_json
 from relaykit import Bench
+
+from delegate_skills.commands.mcp_server import relay_args
 
 pytest.importorskip("mcp")
 
@@ -20,7 +22,7 @@ from mcp.client.stdio import stdio_client
 
 TOOLS = {
     "discover", "config_load", "config_validate", "lane_list", "lane_resolve", "doctor",
-    "dispatch", "runs_list", "runs_show", "runs_wait",
+    "dispatch", "fanout", "runs_list", "runs_show", "runs_wait",
 }  # fmt: skip
 
 
@@ -175,6 +177,108 @@ def test_dispatch_then_wait(world):
     assert waited["result"]["threadId"] == "t-mcp"
     assert waited["result"]["touchedFiles"] == ["?? done.txt"]
     assert Path(out_dir, "brief.txt").read_text() == "do it\n"
+
+
+def test_fanout_is_a_tool_and_landing_a_run_is_not(world):
+    async def body(session):
+        return (await session.list_tools()).tools
+
+    tools = with_server(world["env"], body)
+    # Written out: `delegate runs apply|discard` stay at the command line.
+    assert sorted(tool.name for tool in tools) == [
+        "config_load", "config_validate", "discover", "dispatch", "doctor", "fanout",
+        "lane_list", "lane_resolve", "runs_list", "runs_show", "runs_wait",
+    ]  # fmt: skip
+    schemas = {tool.name: tool.input_schema for tool in tools}
+    assert schemas["fanout"]["required"] == ["brief", "cd"]
+    assert set(schemas["fanout"]["properties"]) == {
+        "brief", "cd", "lanes", "implementers", "jobs", "timeout",
+    }  # fmt: skip
+    assert schemas["dispatch"]["properties"]["worktree"]["default"] is False
+
+
+def test_dispatch_in_a_worktree_leaves_the_source_alone(world):
+    bench, env = world["bench"], world["env"]
+    (bench.work / "seed.txt").write_text("seed\n")
+    commit_all(bench.work)
+    bench.script(
+        {
+            "actions": [
+                {"stdout": '{"type":"thread.started","thread_id":"t-wt"}\n'},
+                {"write": ["done.txt", "x\n"]},
+            ]
+        }
+    )
+
+    async def body(session):
+        started = json.loads(text(await session.call_tool(
+            "dispatch",
+            {"implementer": "codex", "brief": "do it\n", "cd": str(bench.work),
+             "worktree": True, "args": ["--worktree", "--timeout", "1m"]},
+        )))  # fmt: skip
+        return json.loads(text(await session.call_tool("runs_wait", {"outDir": started["outDir"]})))
+
+    waited = with_server(env, body)
+    assert waited["status"] == "completed", waited
+    result = waited["result"]
+    tree = result["worktree"]
+    assert tree["branch"].startswith("delegate/")
+    assert tree["source"] == str(bench.work)
+    assert Path(tree["path"]) != bench.work and Path(tree["path"], "done.txt").read_text() == "x\n"
+    assert result["diffstat"]["files"] and result["diffstat"]["filesChanged"] == 1
+    assert git(bench.work, "status", "--porcelain") == ""
+    assert not (bench.work / "done.txt").exists()
+    (call,) = bench.fake.calls("run")
+    assert call["cwd"] == tree["path"]
+    # `--worktree` in args as well reaches the relay once.
+    assert relay_args(["--worktree", "--timeout", "1m"], True) == ["--worktree", "--timeout", "1m"]
+    assert relay_args(["--read-only"], True) == ["--read-only", "--worktree"]
+    assert relay_args(None, False) == []
+
+
+def test_fanout_runs_every_target_in_its_own_worktree(world, tmp_path):
+    bench, env = world["bench"], world["env"]
+    commit_all(bench.work)
+    bench.script(
+        {
+            "actions": [
+                {"stdout": '{"type":"thread.started","thread_id":"t-fan"}\n'},
+                {"write": ["out.txt", "y\n"]},
+            ]
+        }
+    )
+
+    async def body(session):
+        return await session.call_tool(
+            "fanout",
+            {"brief": "fan it\n", "cd": str(bench.work), "implementers": ["codex", "codex"],
+             "jobs": 2, "timeout": "1m"},
+        )  # fmt: skip
+
+    result = with_server(env, body)
+    assert not result.is_error, text(result)
+    runs = json.loads(text(result))["runs"]
+    assert len(runs) == 2
+    assert [run["status"] for run in runs] == ["completed", "completed"], runs
+    assert [run["implementer"] for run in runs] == ["codex", "codex"]
+    branches = {run["worktree"]["branch"] for run in runs}
+    assert len(branches) == 2 and all(b.startswith("delegate/") for b in branches)
+    assert all(run["diffstat"]["filesChanged"] == 1 for run in runs)
+    assert [call["stdin"] for call in bench.fake.calls("run")] == ["fan it\n", "fan it\n"]
+    assert git(bench.work, "status", "--porcelain") == ""
+    # The brief file the tool wrote for the command is gone again.
+    root = tmp_path / "tmp" / "delegate-relay"
+    assert not list(root.glob(".fanout-brief-*"))
+
+
+def test_fanout_usage_error_is_a_tool_error(world):
+    async def body(session):
+        return await session.call_tool(
+            "fanout", {"brief": "x", "cd": str(world["bench"].work), "implementers": ["nope"]}
+        )
+
+    result = with_server(world["env"], body)
+    assert result.is_error and "--implementer nope: unknown implementer" in text(result)
 
 
 def test_dispatch_refuses_flags_it_sets_itself(world):

@@ -20,9 +20,12 @@ INSTRUCTIONS = (
     "delegate-skills: find installed coding-agent CLIs, read the fleet lanes, dispatch a "
     "brief to an implementer and wait for its result.json. Typical use: lane_resolve or "
     "doctor, then dispatch (returns the run's out dir), then runs_wait, then review the diff "
-    "yourself and commit. No tool writes or approves a config, edits a lane or deletes "
-    "anything; ask the user to run `delegate lane set`, `delegate config write` or "
-    "`delegate config approve` themselves."
+    "yourself and commit. dispatch with worktree=true, and fanout (one brief to several "
+    "lanes or implementers at once, blocking until all end), run in new git worktrees "
+    "outside the user's tree and write nothing to it; the user lands the run they keep with "
+    "`delegate runs apply` at the command line. No tool writes or approves a config, edits "
+    "a lane or deletes anything; ask the user to run `delegate lane set`, `delegate config "
+    "write` or `delegate config approve` themselves."
 )
 #: Relay flags the dispatch tool sets itself.
 RESERVED_FLAGS = ("--brief", "--out-dir", "--cd", "-h", "--help")
@@ -54,6 +57,71 @@ def run_cli(*args: str, ok_codes: tuple[int, ...] | None = (0,)) -> str:
 
 def _cwd_args(cwd: str | None) -> list[str]:
     return ["--cwd", cwd] if cwd else []
+
+
+def relay_args(args: list[str] | None, worktree: bool) -> list[str]:
+    """The dispatch tool's extra relay flags, with `--worktree` once when asked for."""
+    extra = list(args or [])
+    if worktree and "--worktree" not in extra:
+        extra.append("--worktree")
+    return extra
+
+
+def fanout_argv(
+    brief_file: str,
+    cd: str,
+    lanes: list[str] | None,
+    implementers: list[str] | None,
+    jobs: int | None,
+    timeout: str | None,
+) -> list[str]:
+    """`delegate fanout … --json` arguments, each value joined to its flag (`--lane=-x`)."""
+    argv = ["fanout", f"--brief={brief_file}", f"--cd={cd}"]
+    argv += [f"--lane={name}" for name in lanes or []]
+    argv += [f"--implementer={key}" for key in implementers or []]
+    if jobs is not None:
+        argv.append(f"--jobs={jobs}")
+    if timeout:
+        argv.append(f"--timeout={timeout}")
+    return [*argv, "--json"]
+
+
+#: The name of the brief file the fanout tool writes, in the private run root.
+FANOUT_BRIEF_PREFIX = ".fanout-brief-"
+
+
+def run_fanout(
+    brief: str,
+    cd: str,
+    lanes: list[str] | None,
+    implementers: list[str] | None,
+    jobs: int | None,
+    timeout: str | None,
+) -> str:
+    """Run `delegate fanout --json` on `brief`, kept in a private file for the call's length.
+
+    Any exit that printed the report is a result (1 when a run did not
+    complete); a usage error prints nothing and raises CommandFailed.
+    """
+    import tempfile
+
+    from ..relay.rundir import default_root, ensure_private_root
+
+    root = default_root()
+    try:
+        ensure_private_root(root)
+        handle, path = tempfile.mkstemp(prefix=FANOUT_BRIEF_PREFIX, suffix=".txt", dir=root)
+    except OSError as problem:
+        raise CommandFailed(f"cannot write the brief under {root}: {problem}") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(brief.encode("utf-8"))
+        return run_cli(*fanout_argv(path, cd, lanes, implementers, jobs, timeout), ok_codes=None)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _dispatch_dir(cwd: str) -> str:
@@ -206,15 +274,47 @@ def build_server():
         cd: str,
         lane: str | None = None,
         args: list[str] | None = None,
+        worktree: bool = False,
     ) -> str:
         """Start `delegate relay IMPLEMENTER --cd CD` detached with this brief.
 
         Returns the run's `outDir` once the relay has started (a usage error is
         a tool error). `args` are further relay flags (e.g. ["--read-only"],
         ["--timeout", "45m"]). Wait with runs_wait(outDir); the relay never commits.
+        `worktree` true (`--worktree`): the run happens in its own new git worktree
+        on branch delegate/<run id>, outside CD, which stays untouched; its result
+        gains `worktree` and `diffstat`. Landing it is the user's, at the command
+        line: `delegate runs apply OUTDIR` (not a tool).
         """
         try:
-            return jsjson.stringify(start_relay(implementer, brief, cd, lane, args or []), 2)
+            return jsjson.stringify(
+                start_relay(implementer, brief, cd, lane, relay_args(args, worktree)), 2
+            )
+        except CommandFailed as problem:
+            raise ToolError(str(problem)) from None
+
+    @server.tool()
+    def fanout(
+        brief: str,
+        cd: str,
+        lanes: list[str] | None = None,
+        implementers: list[str] | None = None,
+        jobs: int | None = None,
+        timeout: str | None = None,
+    ) -> str:
+        """Run one brief on several lanes and/or implementers at once (`delegate fanout --json`).
+
+        Blocks until every run has ended, then returns `runs`: one row each with
+        lane, implementer, outDir, status, exitCode, durationSeconds, worktree,
+        diffstat and tokens. Each run happens in its own new git worktree (branch
+        delegate/<run id>) outside CD; nothing is committed or applied. `jobs`
+        caps the runs at once (default all); `timeout` is each run's watchdog as
+        h/m/s. Compare the runs with runs_show; the user lands one with
+        `delegate runs apply OUTDIR` at the command line. For fire-and-forget
+        use dispatch with worktree=true.
+        """
+        try:
+            return run_fanout(brief, cd, lanes, implementers, jobs, timeout)
         except CommandFailed as problem:
             raise ToolError(str(problem)) from None
 
@@ -248,6 +348,7 @@ TOOL_COMMANDS = {
     "lane_resolve": "delegate lane resolve",
     "doctor": "delegate doctor --json",
     "dispatch": "delegate relay KEY (detached)",
+    "fanout": "delegate fanout --json",
     "runs_list": "delegate runs list --json",
     "runs_show": "delegate runs show --json",
     "runs_wait": "delegate runs wait --json",
