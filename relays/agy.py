@@ -125,10 +125,8 @@ class AgyState(State):
 class Agy(Adapter):
     key = "agy"
     display = "Antigravity"
-    label = "agy"
     tool = "agy"
     watchdog_default = "--print-timeout plus 60s grace (31m with the default 30m)"
-    version_field = "agyVersion"
     install_hint = "Install the Antigravity CLI, then start it once to finish its setup."
     session_field = "conversationId"
     write_access = "Antigravity's permissions; prompts are auto-denied"

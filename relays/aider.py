@@ -156,9 +156,7 @@ def _read_or_empty(path: str, root: str) -> bytes:
 class Aider(Adapter):
     key = "aider"
     display = "Aider"
-    label = "aider"
     tool = "aider"
-    version_field = "aiderVersion"
     install_hint = "Get Aider (https://aider.chat/docs/install.html) and give it a model and key."
     session_field = ""
     write_access = "edits applied; aider's own commits always off"

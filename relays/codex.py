@@ -28,8 +28,6 @@ RESUME_SANDBOX_NOTE = "(Codex config on resume)"
 class Codex(Adapter):
     key = "codex"
     display = "Codex"
-    label = "codex"
-    version_field = "codexVersion"
     install_hint = "Get it with `npm i -g @openai/codex`, then sign in: `codex login`."
     session_field = "threadId"
     write_access = "sandbox `workspace-write`"

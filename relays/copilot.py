@@ -65,9 +65,7 @@ def readable_without_grant(run_dir: str, cd: str) -> bool:
 class Copilot(Adapter):
     key = "copilot"
     display = "copilot"
-    label = "copilot"
     tool = "copilot"
-    version_field = "copilotVersion"
     install_hint = "Get it with `npm install -g @github/copilot`, then sign in: `copilot login`."
     write_access = "tool calls that need approval auto-denied unless `--allow-all-tools`"
     read_only_route = "`--read-only`: plan mode"

@@ -26,9 +26,7 @@ UNTRUSTED = ("--no-extensions", "--no-skills", "--no-rules")
 class Omp(AgentEventsAdapter):
     key = "omp"
     display = "omp"
-    label = "omp"
     tool = "omp"
-    version_field = "ompVersion"
     install_hint = (
         "Get it with `bun install -g @oh-my-pi/pi-coding-agent`, then sign in from "
         "inside omp (`/login`) or export a provider's API key."

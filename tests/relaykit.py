@@ -118,7 +118,8 @@ def adapter(key: str):
 #: Every relay, written out; test_the_written_lists_name_every_relay checks RELAYS against it.
 ALL_RELAYS = [
     "claude", "cline", "codex", "commandcode", "opencode", "agy", "grok", "kimi", "qoder",
-    "vibe", "cursor", "pi", "omp", "aider", "copilot", "warp", "zcode",
+    "vibe", "cursor", "pi", "omp", "aider", "copilot", "warp", "zcode", "gemini", "qwen",
+    "auggie",
 ]  # fmt: skip
 
 #: Every value flag of every relay, in --help order, as the Node relays take them.
@@ -157,6 +158,12 @@ VALUE_FLAGS = {
              "--skill", "--mcp", "--timeout", "--out-dir"],
     "zcode": ["--brief", "--cd", "--lane", "--mode", "--disallowed-tools", "--session",
               "--zcode-path", "--timeout", "--out-dir"],
+    "gemini": ["--brief", "--cd", "--lane", "--model", "--approval-mode", "--session",
+               "--add-dir", "--timeout", "--out-dir"],
+    "qwen": ["--brief", "--cd", "--lane", "--model", "--approval-mode", "--session",
+             "--add-dir", "--openai-base-url", "--timeout", "--out-dir"],
+    "auggie": ["--brief", "--cd", "--lane", "--model", "--session", "--max-turns",
+               "--permission", "--timeout", "--out-dir"],
 }  # fmt: skip
 
 #: Every switch (a flag without a value) of every relay, in --help order, as the
@@ -181,6 +188,9 @@ SWITCHES = {
     "copilot": ["--read-only", "--allow-all-tools", "--resume-last", "--worktree"],
     "warp": ["--no-snapshot", "--worktree"],
     "zcode": ["--read-only", "--resume-last", "--worktree"],
+    "gemini": ["--read-only", "--resume-last", "--skip-trust", "--sandbox", "--worktree"],
+    "qwen": ["--read-only", "--resume-last", "--worktree"],
+    "auggie": ["--read-only", "--resume-last", "--worktree"],
 }  # fmt: skip
 
 
@@ -197,6 +207,7 @@ READ_ONLY_FLAG = {
     "grok": "--read-only", "qoder": "--read-only", "vibe": "--plan-only",
     "cursor": "--read-only", "pi": "--read-only", "omp": "--read-only",
     "aider": "--read-only", "copilot": "--read-only", "zcode": "--read-only",
+    "gemini": "--read-only", "qwen": "--read-only", "auggie": "--read-only",
 }  # fmt: skip
 #: The relays with no read-only route: kimi refuses --read-only, warp has none.
 NO_READ_ONLY = ["kimi", "warp"]

@@ -152,7 +152,7 @@ def test_config_path(repo):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["lane", "set", "x", "--implementer", "gemini", "--scope", "global"], "--implementer"),
+        (["lane", "set", "x", "--implementer", "jules", "--scope", "global"], "--implementer"),
         (["lane", "set", "x", "--implementer", "kimi"], "--scope"),
         (["config", "write", "--scope", "team", "f.json"], "--scope"),
         (["lane", "resolve", "--lane", "x"], "--implementer"),

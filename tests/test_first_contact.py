@@ -408,11 +408,12 @@ def test_mcp_config_prints_only_the_snippet_on_stdout():
 # ---------------------------------------------------------------- help that explains
 
 
-#: Which implementers take each dial (the Node bundle's lane rules), written out here.
+#: Which implementers take each dial (the Node bundle's lane rules, and this port's
+#: gemini and qwen), written out here.
 DIAL_TAKERS = {
     "--variant": ["opencode"],
     "--sandbox": ["codex", "grok"],
-    "--permission-mode": ["qoder", "zcode"],
+    "--permission-mode": ["qoder", "zcode", "gemini", "qwen"],
     "--force / --no-force": ["cursor"],
     "--provider": ["cline", "pi", "omp"],
 }

@@ -241,8 +241,8 @@ def test_config_help(home):
             'lane.py: invalid lane name "bad!"\n',
         ),
         (
-            ["resolve", "--lane", "x", "--implementer", "gemini"],
-            'lane.py: unknown implementer "gemini"\n',
+            ["resolve", "--lane", "x", "--implementer", "jules"],
+            'lane.py: unknown implementer "jules"\n',
         ),
         (
             ["resolve", "--lane", "zz", "--implementer", "grok"],

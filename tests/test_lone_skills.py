@@ -19,7 +19,7 @@ from conftest import ROOT, fleet_doc, make_repo
 from fakes import Fake
 from pythons import PYTHONS
 
-#: The 18 skill folders of the bundle and the scripts each one ships.
+#: The 21 skill folders of the bundle and the scripts each one ships.
 SETUP_SCRIPTS = ["config.py", "discover.py", "lane.py"]
 IMPLEMENTER_SCRIPTS = ["config.py", "discover.py", "lane.py", "relay.py", "runs.py"]
 SKILLS = {
@@ -44,6 +44,9 @@ SKILLS = {
             "vibe",
             "warp",
             "zcode",
+            "gemini",
+            "qwen",
+            "auggie",
         ]
     },
 }

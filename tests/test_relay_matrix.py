@@ -238,15 +238,18 @@ def test_empty_brief_and_missing_brief(tmp_path, capfd, key):
 #: How each implementer is handed the brief, written out.
 BRIEF_BY = {
     **dict.fromkeys(
-        ["claude", "cline", "codex", "commandcode", "opencode", "cursor", "pi", "omp"], "stdin"
+        ["claude", "cline", "codex", "commandcode", "opencode", "cursor", "pi", "omp",
+         "gemini", "qwen"],
+        "stdin",
     ),
     **dict.fromkeys(["agy", "kimi", "qoder", "vibe", "warp"], "argv"),
-    **dict.fromkeys(["grok", "aider", "zcode", "copilot"], "file"),
-}
+    **dict.fromkeys(["grok", "aider", "zcode", "copilot", "auggie"], "file"),
+}  # fmt: skip
 #: The relays that call a run which exits 0 having printed nothing a failure (exit 1):
 #: claude and cline as the Node relays do (no result event); agy and qoder by this
-#: port's own stricter rules. Every other relay calls it a success.
-SILENT_RUN_FAILS = ["claude", "cline", "agy", "qoder"]
+#: port's own stricter rules; gemini, qwen and auggie, which end every run they finish
+#: with a result. Every other relay calls it a success.
+SILENT_RUN_FAILS = ["claude", "cline", "agy", "qoder", "gemini", "qwen", "auggie"]
 
 
 @pytest.mark.parametrize("key", RELAYS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -135,7 +136,8 @@ def test_wait_on_a_sigkilled_relay_reports_lost_quickly(tmp_path):
     assert waiter.returncode == 1
     assert json.loads(out)["status"] == "lost"
     assert "lost" in err.decode()
-    os.kill(child, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):  # `wait` has ended the orphan already
+        os.kill(child, signal.SIGKILL)
 
 
 def test_show(tmp_path):

@@ -11,7 +11,11 @@ from conftest import fleet_doc, script, write_json
 
 from delegate_skills import validation
 
-ALL = "claude, cline, codex, commandcode, opencode, agy, grok, kimi, qoder, vibe, cursor, pi, omp, aider, copilot, warp, zcode"
+#: Node's seventeen, then the three this port adds (Node's message lists only its own).
+ALL = (
+    "claude, cline, codex, commandcode, opencode, agy, grok, kimi, qoder, vibe, cursor, pi, "
+    "omp, aider, copilot, warp, zcode, gemini, qwen, auggie"
+)
 
 REJECTIONS = [
     ("not-object", [], "expected a JSON object"),
@@ -54,7 +58,7 @@ REJECTIONS = [
     ),
     (
         "unknown-implementer",
-        {"version": "delegate-fleet.v1", "lanes": {"feature": {"implementer": "gemini"}}},
+        {"version": "delegate-fleet.v1", "lanes": {"feature": {"implementer": "jules"}}},
         "lane feature needs implementer (one of: {ALL})",
     ),
     (

@@ -62,7 +62,7 @@ def relay_dials(key: str, lane: dict) -> dict:
     elif key == "opencode" and read_only:
         dials["agent"] = "plan"
         del dials["readOnly"]
-    elif key == "qoder" and read_only:
+    elif key in ("qoder", "gemini", "qwen") and read_only:
         dials.setdefault("permissionMode", "plan")
         del dials["readOnly"]
     elif key == "omp" and isinstance(dials.get("effort"), str):

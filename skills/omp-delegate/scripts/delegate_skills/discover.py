@@ -1,6 +1,6 @@
 """Which implementer CLIs are installed, and what they say about themselves.
 
-For each of the seventeen: where it is (PATH, executable files only; a pinned
+For each implementer: where it is (PATH, executable files only; a pinned
 COMMANDCODE_BIN; the desktop bundle of a CLI that ships inside an app), its
 version, whether it is logged in (where the CLI can tell), which models it
 offers, and with `usage` how many sessions it has stored and when it was last

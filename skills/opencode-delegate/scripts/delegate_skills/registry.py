@@ -1,4 +1,4 @@
-"""The seventeen implementers, and the value rules lanes and relays share.
+"""The twenty implementers, and the value rules lanes and relays share.
 
 Everything that knows an implementer by name reads it from here: the fleet
 validator, lane resolution, discovery, the relays and the generated skill texts.
@@ -149,7 +149,15 @@ BARE_EFFORT_IMPLEMENTERS = ("codex", "grok", "commandcode")
 BARE_TOKEN = Shape("A-Za-z", "A-Za-z0-9-")
 
 SANDBOX_CHOICES = {"codex": CODEX_SANDBOX, "grok": GROK_SANDBOX}
-PERMISSION_CHOICES = {"qoder": QODER_PERMISSION, "zcode": ZCODE_MODE}
+#: Gemini CLI's and Qwen Code's `--approval-mode` values (Qwen forked Gemini CLI).
+GEMINI_APPROVAL = ("default", "auto_edit", "yolo", "plan")
+QWEN_APPROVAL = ("plan", "default", "auto-edit", "auto", "yolo")
+PERMISSION_CHOICES = {
+    "qoder": QODER_PERMISSION,
+    "zcode": ZCODE_MODE,
+    "gemini": GEMINI_APPROVAL,
+    "qwen": QWEN_APPROVAL,
+}
 
 
 class Token:
@@ -541,6 +549,37 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
             },
         ),
         login="ZAI_API_KEY (or ZCODE_API_KEY) in the environment",
+    ),
+    Implementer(
+        "gemini",
+        "gemini",
+        "Gemini CLI",
+        ("model", "permissionMode", "timeout", "readOnly"),
+        win_shell=True,
+        usage_probe=UsageProbe(
+            ".gemini", ("tmp", "*", "chats"), "file", Pattern(r"\Asession-.*\.jsonl\Z")
+        ),
+        login="run `gemini` once to sign in, or set GEMINI_API_KEY",
+    ),
+    Implementer(
+        "qwen",
+        "qwen",
+        "Qwen Code",
+        ("model", "permissionMode", "timeout", "readOnly"),
+        win_shell=True,
+        usage_probe=UsageProbe(
+            ".qwen", ("projects", "*", "chats"), "file", _UUID_FILE, "QWEN_HOME"
+        ),
+        login="run `qwen` once to choose an auth type, or set OPENAI_API_KEY, "
+        "OPENAI_BASE_URL and OPENAI_MODEL",
+    ),
+    Implementer(
+        "auggie",
+        "auggie",
+        "Auggie",
+        ("model", "timeout", "readOnly"),
+        win_shell=True,
+        login="auggie login, or AUGMENT_SESSION_AUTH",
     ),
 )
 

@@ -155,7 +155,7 @@ def _check_contradictions(key: str, name: str, lane: dict, label: str) -> str | 
     if key in ("codex", "grok") and isinstance(sandbox, str) and sandbox != "read-only":
         return f"{where} sandbox {jsjson.stringify(sandbox)}"
     mode = lane.get("permissionMode")
-    if key == "qoder" and isinstance(mode, str) and mode != "plan":
+    if key in ("qoder", "gemini", "qwen") and isinstance(mode, str) and mode != "plan":
         return f"{where} permissionMode {jsjson.stringify(mode)}"
     if key == "cursor" and lane.get("force") is True:
         return f"{where} force true"

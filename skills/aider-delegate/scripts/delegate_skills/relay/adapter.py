@@ -92,8 +92,6 @@ class Adapter:
     key: str = ""
     #: The product's name in messages ("Codex", "OpenCode").
     display: str = ""
-    #: The name in the summary header and the watchdog/abort messages.
-    label: str = ""
     #: Whether a binary that vanishes between the version preflight and the
     #: launch is reported as unavailable (127) or, as some Node relays do, as a
     #: failed launch (exit 1).
@@ -104,8 +102,6 @@ class Adapter:
     null_verdict_on_write_runs: bool = False
     #: The result's `tool` field, or None to leave it out.
     tool: str | None = None
-    #: The result field holding the version the preflight read.
-    version_field: str = ""
     #: Second half of the "not found on PATH" line.
     install_hint: str = ""
     #: One paragraph for --help: what the relay drives and what it can enforce.
@@ -151,6 +147,16 @@ class Adapter:
     lane_blockers: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     # -- identity -------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """The name in the summary header and the watchdog/abort messages (default: the key)."""
+        return self.key
+
+    @property
+    def version_field(self) -> str:
+        """The result field holding the version the preflight read (default: `<key>Version`)."""
+        return f"{self.key}Version"
 
     @property
     def impl(self) -> registry.Implementer:

@@ -94,9 +94,7 @@ def _first(event: dict, *keys):
 class Claude(Adapter):
     key = "claude"
     display = "Claude Code"
-    label = "claude"
     tool = "claude"
-    version_field = "claudeVersion"
     install_hint = "Get Claude Code, then sign in: `claude auth login`."
     write_access = "acceptEdits; Read, Glob, Grep, Edit, Write and Bash in Claude's shell sandbox"
     read_only_route = "`--read-only`: plan mode; Read, Glob and Grep are its only tools"

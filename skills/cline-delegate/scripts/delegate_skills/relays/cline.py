@@ -75,9 +75,7 @@ def _string(*values) -> str | None:
 class Cline(Adapter):
     key = "cline"
     display = "cline"
-    label = "cline"
     tool = "cline"
-    version_field = "clineVersion"
     install_hint = "Get the Cline CLI (npm i -g cline) or put it on PATH, then dispatch again."
     resumable = False
     write_access = "act mode, `--auto-approve true`"

@@ -100,6 +100,13 @@ def check_session(opts: dict) -> None:
     check_token(opts, "session", "--session", SESSION)
 
 
+def resume_args(opts: dict, latest: tuple[str, ...] = ("--continue",)) -> list[str]:
+    """`--resume <id>` for --session, else `latest` for --resume-last, else nothing."""
+    if opts["session"]:
+        return ["--resume", opts["session"]]
+    return list(latest) if opts["resumeLast"] else []
+
+
 def resume_lines(resumed: bool, session_id: str | None, flag: str = "--session") -> list[str]:
     """The summary's resume lines: how this run started, and how to continue it."""
     lines = ["mode: resumed an existing session"] if resumed else []
@@ -279,3 +286,48 @@ class AgentEventsAdapter(Adapter):
             "usage": state.usage,
             "stopReason": state.stop_reason,
         }
+
+
+# ---------------------------------------------------------------- a terminal `result` event
+
+
+class ResultState(State):
+    """What a Claude-style terminal `{"type": "result", …}` event says (qwen, auggie)."""
+
+    def __init__(self, opts: dict) -> None:
+        super().__init__(opts)
+        self.saw_result = False
+        self.is_error = False
+        self.subtype: str | None = None
+        self.error: str | None = None
+        self.usage: dict | None = None
+        self.num_turns: int | None = None
+
+
+def read_result_event(state: ResultState, event: dict) -> None:
+    """Keep the outcome, final text, session, usage and turn count a result event carries."""
+    state.saw_result = True
+    state.is_error = event.get("is_error") is True
+    state.subtype = event.get("subtype") if isinstance(event.get("subtype"), str) else None
+    if isinstance(event.get("result"), str):
+        state.final = event["result"]
+    if isinstance(event.get("session_id"), str) and event["session_id"]:
+        state.session_id = event["session_id"]
+    if isinstance(event.get("usage"), dict):
+        state.usage = event["usage"]
+    turns = event.get("num_turns")
+    if isinstance(turns, int) and not isinstance(turns, bool):
+        state.num_turns = turns
+    error = event.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        state.error = error["message"]
+
+
+def result_failure(state: ResultState, label: str) -> str | None:
+    """An error result, or a clean exit that never printed one, as the run's failure."""
+    if state.is_error:
+        why = f": {state.error}" if state.error else ""
+        return f"{label} ended with an error result ({state.subtype or 'error'}){why}"
+    if not state.saw_result and state.exit_code == 0:
+        return f"{label} exited without a result event; inspect events.jsonl and stderr.txt"
+    return None

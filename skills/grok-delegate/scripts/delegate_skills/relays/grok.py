@@ -58,10 +58,8 @@ def _session_of(event: dict):
 class Grok(Adapter):
     key = "grok"
     display = "Grok"
-    label = "grok"
     missing_at_launch_is_unavailable = False
     tool = "grok"
-    version_field = "grokVersion"
     install_hint = "Get it with `npm i -g @xai-official/grok`, then sign in: `grok login`."
     write_access = "workspace sandbox, tool calls approved"
     read_only_route = "`--read-only`: read-only sandbox and plan mode (best-effort)"

@@ -48,9 +48,7 @@ class KimiState(State):
 class Kimi(ArgvBriefAdapter):
     key = "kimi"
     display = "Kimi"
-    label = "kimi"
     tool = "kimi"
-    version_field = "kimiVersion"
     install_hint = "Get Kimi Code, then sign in: `kimi login`."
     write_access = "auto permission mode, always"
     about = (

@@ -151,9 +151,7 @@ def _keep_part(state: OpenCodeState, part_id: str, text: str) -> None:
 class OpenCode(Adapter):
     key = "opencode"
     display = "OpenCode"
-    label = "opencode"
     tool = "opencode"
-    version_field = "opencodeVersion"
     install_hint = "Get it with `npm i -g opencode-ai`, then sign in: `opencode auth login`."
     write_access = "build agent with `--auto`"
     read_only_route = "`--read-only`: plan agent, edits and shell denied"

@@ -24,9 +24,7 @@ READ_ONLY_TOOLS = "read,grep,find,ls"
 class Pi(AgentEventsAdapter):
     key = "pi"
     display = "pi"
-    label = "pi"
     tool = "pi"
-    version_field = "piVersion"
     install_hint = (
         "Get it with `npm install -g @earendil-works/pi-coding-agent`, then sign in from "
         "inside pi (`/login`) or export a provider's API key."

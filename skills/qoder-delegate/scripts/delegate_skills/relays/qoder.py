@@ -81,7 +81,6 @@ class Qoder(ArgvBriefAdapter):
     label = "qodercli"
     tool = "qoder"
     report_name = "qoder"
-    version_field = "qoderVersion"
     install_hint = (
         "Install it (https://docs.qoder.com/en/cli/quick-start) and sign in with "
         "`qodercli login`; unattended machines can export QODER_PERSONAL_ACCESS_TOKEN."

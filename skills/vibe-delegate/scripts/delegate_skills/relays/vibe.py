@@ -68,9 +68,7 @@ class VibeState(State):
 class Vibe(Adapter):
     key = "vibe"
     display = "Vibe"
-    label = "vibe"
     tool = "vibe"
-    version_field = "vibeVersion"
     install_hint = "Install it with `uv tool install mistral-vibe` and export MISTRAL_API_KEY."
     write_access = "accept-edits agent; shell commands that need approval refused"
     read_only_route = "`--plan-only`: the ask agent"

@@ -105,7 +105,6 @@ class Zcode(Adapter):
     label = "ZCode"
     null_verdict_on_write_runs = True
     report_name = "zcode"
-    version_field = "zcodeVersion"
     install_hint = (
         "The ZCode CLI comes bundled with the desktop app: install the app, or name the CLI "
         "with --zcode-path <file> or ZCODE_CLI, or put a `zcode` shim on PATH."

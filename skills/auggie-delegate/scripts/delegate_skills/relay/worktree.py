@@ -1,0 +1,216 @@
+"""Runs in a git worktree of their own (`--worktree`), and what they changed.
+
+A worktree run starts in a new linked worktree of `--cd`'s repository, on a
+new branch `delegate/<run id>` made from the source's HEAD. The worktree lives
+under the state dir (`$XDG_STATE_HOME/delegate-skills/worktrees/`), outside
+the source work tree, so the source's `git status` never shows it, and the
+source tree itself is never written. What the run changed is measured
+against the commit it started from: the worktree's files as they are now
+(commits made in it, edits, new files git does not ignore) are hashed into a
+tree through a private index, and that tree is diffed against `base`. The
+worktree's own index is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+from .. import approval
+from ..errors import UserError
+from ..gitmeta import GitOutcome, git_outcome, repo_paths, run_git
+from ..reading import CONFIG_LIMIT, read_limited
+from .gitstate import touched_files
+
+BRANCH_PREFIX = "delegate/"
+WORKTREES_DIR = "worktrees"
+#: `git worktree add` checks out a whole tree; a big repository needs time.
+CHECKOUT_TIMEOUT_S = 600.0
+SNAPSHOT_TIMEOUT_S = 600.0
+#: Hooks of the source repository do not run for the worktree the relay makes.
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+class WorktreeError(Exception):
+    """A worktree that cannot be made or read; the message is one line for the user."""
+
+
+class Worktree:
+    """A run's worktree: where it is, its branch, the commit it started from."""
+
+    __slots__ = ("base", "branch", "cd", "path", "source", "source_changes")
+
+    def __init__(
+        self, path: str, branch: str, base: str, source: str, cd: str, source_changes: int
+    ) -> None:
+        self.path = path
+        self.branch = branch
+        self.base = base
+        #: The source work tree's root.
+        self.source = source
+        #: Where the implementer runs: --cd's place inside the worktree.
+        self.cd = cd
+        #: Uncommitted changes in the source, which the worktree does not have.
+        self.source_changes = source_changes
+
+    def record(self) -> dict:
+        """The `worktree` field of result.json."""
+        return {
+            "path": self.path,
+            "branch": self.branch,
+            "base": self.base,
+            "source": self.source,
+            "sourceUncommitted": self.source_changes,
+        }
+
+
+def worktrees_root() -> str:
+    """`<state dir>/worktrees`, outside every work tree (see runs.state_dir)."""
+    from .runs import state_dir
+
+    return os.path.join(state_dir(), WORKTREES_DIR)
+
+
+def new_run_id() -> str:
+    """A run id for a branch name: UTC time to the second and six random hex digits."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
+
+
+def create(cd: str) -> Worktree:
+    """Make a worktree of `cd`'s repository on a new branch from HEAD. Raises WorktreeError."""
+    paths = repo_paths(cd)
+    if paths.toplevel is None or paths.git_dir is None:
+        raise WorktreeError(f"--worktree needs --cd inside a git work tree; {cd} is not in one")
+    top = paths.toplevel
+    head = run_git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if not head:
+        raise WorktreeError(
+            f"--worktree starts from the current commit, and {top} has none yet; commit first"
+        )
+    base = head.decode("ascii", "replace").strip()
+    run_id = new_run_id()
+    branch = BRANCH_PREFIX + run_id
+    root = worktrees_root()
+    path = os.path.join(root, f"{os.path.basename(top) or 'repo'}-{run_id}")
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+    except OSError as problem:
+        raise WorktreeError(f"cannot create {root}: {problem.strerror or problem}") from None
+    added = git_outcome(
+        top, *NO_HOOKS, "worktree", "add", "--quiet", "-b", branch, path, base,
+        timeout=CHECKOUT_TIMEOUT_S,
+    )  # fmt: skip
+    if not added.ok:
+        remove(top, path, branch)
+        raise WorktreeError(f"git worktree add failed in {top}: {added.reason()}")
+    inside = os.path.relpath(os.path.realpath(cd), os.path.realpath(top))
+    run_cd = os.path.normpath(os.path.join(path, inside))
+    os.makedirs(run_cd, exist_ok=True)  # --cd was a folder git does not track
+    tree = Worktree(path, branch, base, top, run_cd, len(touched_files(top) or []))
+    carry_approval(paths.git_dir, path)
+    return tree
+
+
+def remove(source: str, path: str, branch: str) -> GitOutcome:
+    """Remove the worktree at `path` and delete `branch`; the first failure, else success."""
+    removed = git_outcome(source, "worktree", "remove", "--force", "--force", path)
+    if not removed.ok and not os.path.exists(path):
+        removed = git_outcome(source, "worktree", "prune")
+    deleted = git_outcome(source, "branch", "-D", "--quiet", branch)
+    if not removed.ok:
+        return removed
+    return deleted
+
+
+def carry_approval(source_git_dir: str, worktree: str) -> bool:
+    """Approve the worktree's project config when its bytes are the ones approved in the source.
+
+    Any difference leaves the worktree untrusted, as a new worktree always
+    is. True when the approval was recorded.
+    """
+    from .. import store
+    from ..fleet import project_config_path
+
+    try:
+        raw = read_limited(project_config_path(worktree), CONFIG_LIMIT)
+    except UserError:  # unreadable or too big: not carried over, so untrusted
+        return False
+    if raw is None:
+        return False
+    config_digest = approval.digest(raw)
+    if not approval.is_approved(source_git_dir, config_digest):
+        return False
+    git_dir = repo_paths(worktree).git_dir
+    if git_dir is None:
+        return False
+    lock = approval.queue_lock_path(git_dir)
+    try:
+        with store.queue((approval.approval_path(git_dir),), lock):
+            approval.approve(git_dir, config_digest)
+    except (UserError, OSError):  # the run goes on untrusted, which fails closed
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- what changed
+
+
+def snapshot_tree(work: str, scratch: str) -> str:
+    """The tree of `work`'s files as they are now, made through a private index in `scratch`.
+
+    Tracked edits, deletions and new files git does not ignore are all in
+    it; the work tree's own index is left as it was. Raises WorktreeError.
+    """
+    paths = repo_paths(work)
+    if paths.toplevel is None or paths.git_dir is None:
+        raise WorktreeError(f"{work} is no longer a git work tree")
+    index = os.path.join(scratch, "index")
+    env = {**os.environ, "GIT_INDEX_FILE": index}
+    try:
+        # copy2 keeps the index mtime too, which git needs to tell racily clean files
+        shutil.copy2(os.path.join(paths.git_dir, "index"), index)
+    except OSError:
+        _git_or_fail(paths.toplevel, "read-tree", "HEAD", env=env)
+    _git_or_fail(paths.toplevel, "add", "-A", env=env, timeout=SNAPSHOT_TIMEOUT_S)
+    return _git_or_fail(paths.toplevel, "write-tree", env=env).out.decode().strip()
+
+
+def _git_or_fail(cwd: str, *args: str, **kw) -> GitOutcome:
+    done = git_outcome(cwd, *args, **kw)
+    if not done.ok:
+        raise WorktreeError(f"git {args[0]} failed in {cwd}: {done.reason()}")
+    return done
+
+
+def diffstat_between(cwd: str, base: str, tree: str) -> dict:
+    """Files, lines added and lines removed from `base` to `tree` (binary files count no lines)."""
+    out = _git_or_fail(cwd, "diff", "--numstat", "-z", "--no-renames", base, tree).out
+    files = []
+    for entry in out.split(b"\0"):
+        if not entry:
+            continue
+        added, removed, path = entry.split(b"\t", 2)
+        files.append(
+            {
+                "path": os.fsdecode(path),
+                "added": None if added == b"-" else int(added),
+                "removed": None if removed == b"-" else int(removed),
+            }
+        )
+    return {
+        "filesChanged": len(files),
+        "linesAdded": sum(f["added"] or 0 for f in files),
+        "linesRemoved": sum(f["removed"] or 0 for f in files),
+        "files": files,
+    }
+
+
+def diffstat(work: str, base: str) -> dict | None:
+    """What the run changed in `work` since `base`; None when git cannot say."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="delegate-diffstat-") as scratch:
+            return diffstat_between(work, base, snapshot_tree(work, scratch))
+    except (WorktreeError, OSError, ValueError):
+        return None

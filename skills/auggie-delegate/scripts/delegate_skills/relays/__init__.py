@@ -1,0 +1,1 @@
+"""Implementer adapters for the relay engine, one module per implementer."""

@@ -1,0 +1,122 @@
+"""`python3 runs.py list|show|wait|apply|discard`: follow and land runs from a skill folder.
+
+The same answers as `delegate runs …`, always as JSON, for an agent that has
+the skill folder and nothing installed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .. import jsjson, registry
+from ..relay import runs
+from . import fail, print_help, run_script, wants_help
+
+SCRIPT = "runs.py"
+HELP = """runs.py — list relay runs, show one, or wait for one to finish
+
+Usage:
+  python3 runs.py list [--root <dir>]...
+  python3 runs.py show <out-dir>
+  python3 runs.py wait <out-dir> [--timeout <duration>]
+  python3 runs.py apply <out-dir>
+  python3 runs.py discard <out-dir> [--force]
+  python3 runs.py --help
+
+list   every run the relays on this machine started, newest first, and any
+       run directory under each --root
+show   one run: its state, and its result.json once it has one
+wait   block until the run has a result; exit with the run's exit code
+       (124 when --timeout passes first, 1 when the relay died without a
+       result, 2 when the directory holds no run and no relay is starting one)
+apply  bring a finished --worktree run's change into the source work tree,
+       uncommitted (a three-way apply; when the source has conflicting
+       changes nothing is written and exit 2 names the files)
+discard  remove a finished --worktree run's worktree and delegate/... branch
+       (refused, exit 2, when the branch has commits the source lacks,
+       unless --force)
+
+Everything is printed as JSON on stdout.
+"""
+
+
+def _emit(document: dict) -> None:
+    sys.stdout.write(jsjson.stringify(document, 2) + "\n")
+
+
+def _state(run: runs.Run) -> dict:
+    return {**run.summary(), "result": run.result}
+
+
+def _take_value(args: list[str], flag: str | None) -> tuple[list[str], list[str]]:
+    """(values of every `flag <value>`, the other arguments); any other option is refused."""
+    values, rest, i = [], [], 0
+    while i < len(args):
+        if flag is not None and args[i] == flag:
+            if i + 1 >= len(args) or not args[i + 1]:
+                raise fail(SCRIPT, f"{flag} requires a value")
+            values.append(args[i + 1])
+            i += 2
+            continue
+        if args[i].startswith("-"):
+            raise fail(SCRIPT, f"unknown option: {args[i]}")
+        rest.append(args[i])
+        i += 1
+    return values, rest
+
+
+def _one_dir(command: str, operands: list[str]) -> str:
+    if len(operands) != 1:
+        raise fail(SCRIPT, f"{command} needs exactly one run directory")
+    return operands[0]
+
+
+def _wait(args: list[str]) -> int:
+    timeouts, operands = _take_value(args, "--timeout")
+    out_dir = _one_dir("wait", operands)
+    seconds = None
+    if timeouts:
+        ms = registry.parse_timeout_ms(timeouts[-1])
+        if ms is None:
+            raise fail(SCRIPT, "--timeout must be an h/m/s duration such as 30m or 90s")
+        seconds = ms / 1000
+    run, timed_out = runs.wait(out_dir, seconds)
+    _emit(_state(run))
+    if timed_out:
+        return 124
+    return runs.exit_code_of(run)
+
+
+def _land(command: str, args: list[str]) -> int:
+    from ..relay import landing
+
+    force = command == "discard" and "--force" in args
+    _, operands = _take_value([a for a in args if not (force and a == "--force")], None)
+    out_dir = _one_dir(command, operands)
+    _emit(landing.apply(out_dir) if command == "apply" else landing.discard(out_dir, force))
+    return 0
+
+
+def _run(argv: list[str]) -> int:
+    if wants_help(argv):
+        return print_help(HELP, argv)
+    command, args = argv[0], argv[1:]
+    if command == "list":
+        roots, operands = _take_value(args, "--root")
+        if operands:
+            raise fail(SCRIPT, f"unexpected argument: {operands[0]}")
+        _emit({"runs": runs.list_runs([*runs.default_roots(), *roots])})
+        return 0
+    if command == "show":
+        _, operands = _take_value(args, None)
+        _emit(_state(runs.show(_one_dir("show", operands))))
+        return 0
+    if command == "wait":
+        return _wait(args)
+    if command in ("apply", "discard"):
+        return _land(command, args)
+    raise fail(SCRIPT, f"unknown command {jsjson.stringify(command)}. Use --help.")
+
+
+def main(argv: list[str]) -> int:
+    return run_script(SCRIPT, _run, argv)

@@ -1,0 +1,214 @@
+"""The run directory: where a relay keeps a run's artifacts.
+
+Artifacts are created fresh: whatever already stands at an artifact's name
+(a stale file, or a symlink pointing anywhere) is removed first, and files are
+opened with O_NOFOLLOW, so nothing outside the run directory is ever written
+through a planted link. `result.json` and `final.txt` are replaced
+atomically, so a reader never sees half of either. A brief can hold anything,
+so a directory the relay creates is private (0700) and so are the files it
+creates (0600).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .. import jsjson
+from ..store import atomic_write
+
+DEFAULT_ROOT_NAME = "delegate-relay"
+RESULT = "result.json"
+FINAL = "final.txt"
+#: Space set aside when the run starts and given back just before the result
+#: is written, so a run that fills its disk still gets its result.json.
+RESERVE = ".result-space"
+RESERVE_BYTES = 1024 * 1024
+
+
+def default_root() -> str:
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), DEFAULT_ROOT_NAME)
+
+
+def ensure_private_root(root: str) -> None:
+    """Create the shared run root private to this user; refuse one someone else owns.
+
+    The default root sits in the shared temp dir, where another user could
+    have made it first (to read briefs, or to plant links). Raises OSError.
+    """
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(root)
+    import stat
+
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(f"{root} is not a directory (remove it, or pass --out-dir)")
+    if info.st_uid != os.geteuid():
+        raise OSError(
+            f"{root} belongs to another user (uid {info.st_uid}); remove it, or pass --out-dir"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(root, 0o700)
+
+
+def iso_now() -> str:
+    """UTC now as JavaScript's Date#toISOString writes it (milliseconds, Z)."""
+    ms = time.time_ns() // 1_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def default_out_dir(workdir: str, started_at: str) -> str:
+    """A new run directory's path under the shared root, which this makes sure is private.
+
+    Raises OSError when the shared root belongs to someone else.
+    """
+    stamp = started_at.replace(":", "-").replace(".", "-")
+    base = os.path.basename(os.path.normpath(workdir)) or "repo"
+    root = default_root()
+    ensure_private_root(root)
+    return os.path.join(root, f"{base}-{stamp}-{os.getpid()}")
+
+
+class RunDir:
+    """Paths of one run's artifacts, and the writes that go into them."""
+
+    def __init__(self, path: str, started_at: str, brief: str = "") -> None:
+        self.path = path
+        self.started_at = started_at
+        self.brief = brief
+        self._fds: dict[str, int] = {}
+        #: The first artifact that could not be written (its name and the error).
+        self.write_error: tuple[str, OSError] | None = None
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    @property
+    def result_path(self) -> str:
+        return self.file(RESULT)
+
+    @property
+    def final_path(self) -> str:
+        return self.file(FINAL)
+
+    def written_by_a_relay(self) -> bool:
+        """Whether an earlier relay run used this directory (its run.json or result.json)."""
+        from ..reading import CONFIG_LIMIT, read_json_object
+
+        for name, schema in (("run.json", "delegate-run.v1"), (RESULT, "delegate-relay.result.v1")):
+            document = read_json_object(self.file(name), 16 * CONFIG_LIMIT) or {}
+            if document.get("schema") == schema:
+                return True
+        return False
+
+    def foreign_artifact(self, names) -> str | None:
+        """The first of `names` already in the directory that no relay run wrote, if any.
+
+        In a directory an earlier relay run used, its artifacts are the
+        relay's to replace; anywhere else a file by an artifact's name is the
+        user's, and the run must not start.
+        """
+        if not os.path.isdir(self.path) or self.written_by_a_relay():
+            return None
+        for name in sorted(names):
+            path = self.file(name)
+            if os.path.lexists(path):
+                return path
+        return None
+
+    def prepare(self, fresh: dict[str, bytes], stale: tuple[str, ...] = (RESULT, FINAL)) -> None:
+        """Create the directory and the `fresh` artifacts; remove `stale` leftovers.
+
+        Raises OSError when the directory or an artifact cannot be created.
+        """
+        if not os.path.isdir(self.path):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            os.mkdir(self.path, 0o700)
+        for name in (*stale, *fresh):
+            self._remove(name)
+        for name, data in fresh.items():
+            fd = os.open(
+                self.file(name),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND,
+                0o600,
+            )
+            if data:
+                os.write(fd, data)
+            self._fds[name] = fd
+
+    def _remove(self, name: str) -> None:
+        path = self.file(name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise IsADirectoryError(f"{path} is a directory")
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def reserve(self) -> None:
+        """Set RESERVE_BYTES aside for the result (nothing, where the disk cannot)."""
+        try:
+            fd = os.open(
+                self.file(RESERVE), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_TRUNC, 0o600
+            )
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except (OSError, AttributeError):
+            pass
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        """Give the reserved space back (before the result is written)."""
+        try:
+            os.unlink(self.file(RESERVE))
+        except OSError:
+            pass
+
+    def append(self, name: str, data: bytes) -> None:
+        """Append to an artifact created by prepare() (a no-op for one that was not).
+
+        A write that fails (a full disk) stops recording that artifact and is
+        kept in `write_error`; it never raises.
+        """
+        fd = self._fds.get(name)
+        if fd is None:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except OSError as error:
+            self.write_error = self.write_error or (name, error)
+            del self._fds[name]
+            os.close(fd)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+    def write_final(self, text: str) -> None:
+        data = text.encode("utf-8", errors="replace")
+        atomic_write(self.final_path, data, durable=False, new_mode=0o600)
+
+    def existing(self, name: str) -> str | None:
+        path = self.file(name)
+        return path if os.path.exists(path) else None
+
+    def replace(self, name: str, data: bytes) -> None:
+        """Replace an artifact's bytes at once (readers see the old or the new file)."""
+        atomic_write(self.file(name), data, durable=False, new_mode=0o600)
+
+    def write_result(self, result: dict) -> None:
+        atomic_write(self.result_path, jsjson.document_bytes(result), durable=False, new_mode=0o600)

@@ -1,0 +1,615 @@
+"""Which implementer CLIs are installed, and what they say about themselves.
+
+For each implementer: where it is (PATH, executable files only; a pinned
+COMMANDCODE_BIN; the desktop bundle of a CLI that ships inside an app), its
+version, whether it is logged in (where the CLI can tell), which models it
+offers, and with `usage` how many sessions it has stored and when it was last
+used (directory listings and mtimes only: session files hold conversations
+and are never opened). Every probe is bounded at 10 s, as in the Node bundle;
+probes of different CLIs, and the independent probes of one CLI, run side by
+side, a few at a time (probe_slots), and a probe that hit the cap while
+others ran is tried once more on its own.
+
+The report is `delegate-discover.v1`, key for key as the Node bundle prints it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from . import registry
+from .registry import Implementer
+
+PROBE_TIMEOUT_S = 10.0
+#: A probe cut at the cap is tried again when others ran beside it this share of the cap.
+RETRY_SHARED = 0.05
+MAX_MODELS = 200
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_COLON_VERSION = re.compile(r"([^:\s]+):")
+
+
+class Launch:
+    """How to start one CLI: its path, and the argv prefix that runs it."""
+
+    __slots__ = ("path", "prefix")
+
+    def __init__(self, path: str, prefix: list[str]) -> None:
+        self.path = path
+        self.prefix = prefix
+
+
+class Probe:
+    """What one bounded run of a CLI printed."""
+
+    __slots__ = ("ok", "stderr", "stdout")
+
+    def __init__(self, ok: bool, stdout: str, stderr: str) -> None:
+        self.ok = ok
+        self.stdout = stdout
+        self.stderr = stderr
+
+    @property
+    def output(self) -> str:
+        return strip_ansi(self.stdout + self.stderr)
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+# ---------------------------------------------------------------- finding a CLI
+
+
+def which(binary: str, env: dict[str, str]) -> str | None:
+    """The first executable regular file named `binary` on PATH."""
+    for entry in env.get("PATH", "").split(os.pathsep):
+        entry = entry[1:-1] if len(entry) > 1 and entry[0] == entry[-1] == '"' else entry
+        if not entry:
+            continue
+        candidate = os.path.join(os.path.abspath(entry), binary)
+        try:
+            info = os.stat(candidate)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _expand(raw: str, env: dict[str, str], home: str) -> str:
+    expanded = home + raw[1:] if raw.startswith("~/") else raw
+    return re.sub(r"%([A-Za-z_][A-Za-z0-9_]*)%", lambda m: env.get(m.group(1), ""), expanded)
+
+
+def _commandcode_pin(configured: str, env: dict[str, str], platform: str) -> Launch | None:
+    """COMMANDCODE_BIN: a path (or a PATH name) that must name a regular file.
+
+    On Windows it must be absolute, neither a .cmd/.bat shim nor cmd.exe itself,
+    so `cmd` is never mistaken for Command Code.
+    """
+    if platform == "win32" and not os.path.isabs(configured):
+        return None
+    if "/" in configured or "\\" in configured:
+        command = os.path.abspath(configured)
+    else:
+        command = which(configured, env)
+    if not command:
+        return None
+    if platform == "win32":
+        if command.lower().endswith((".cmd", ".bat")):
+            return None
+        comspec = env.get("ComSpec") or env.get("COMSPEC")
+        if comspec and os.path.realpath(command).lower() == os.path.realpath(comspec).lower():
+            return None
+    return Launch(command, [command]) if os.path.isfile(command) else None
+
+
+def locate(impl: Implementer, env: dict[str, str], platform: str, home: str) -> Launch | None:
+    """Where `impl` is installed, or None when it is missing."""
+    if impl.key == "commandcode" and env.get("COMMANDCODE_BIN"):
+        return _commandcode_pin(env["COMMANDCODE_BIN"], env, platform)
+    if impl.key == "commandcode" and platform == "win32":
+        return None
+    found = which(impl.binary, env)
+    if found:
+        return Launch(found, [found])
+    if impl.locate is None:
+        return None
+    for raw in impl.locate.candidates.get(platform, ()):
+        bundle = _expand(raw, env, home)
+        if os.path.isfile(bundle):
+            launcher = which(impl.locate.launcher, env) or impl.locate.launcher
+            return Launch(bundle, [launcher, bundle])
+    return None
+
+
+# ---------------------------------------------------------------- running probes
+
+
+def probe_slots() -> int:
+    """How many probe processes run at once: one per CPU this process may use, 2 to 8.
+
+    Most CLIs are Node or Python programs that spend their first second or
+    more loading code; started all together on a small machine, a slow one
+    (Command Code lists its models in about 9.7 s on its own) would be pushed
+    past the 10 s cap that the Node bundle, probing one CLI after another,
+    never makes it meet under load. A probe the load still pushed past the
+    cap gets its second try alone.
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(max(cpus, 2), 8)
+
+
+class Cancelled(Exception):
+    """Discovery was stopped (Ctrl-C): no further probe may start."""
+
+
+class _Ticket:
+    """One running probe: whether it runs alone, and for how long others ran beside it."""
+
+    __slots__ = ("alone", "shared_s")
+
+    def __init__(self, alone: bool) -> None:
+        self.alone = alone
+        self.shared_s = 0.0
+
+
+class Slots:
+    """Runs probe processes: at most `limit` at once, in the order asked for.
+
+    A retry asks to run alone: it starts once no other probe is running or
+    waiting, and none starts beside it. `cancel()` kills the process group
+    of every probe still running and makes every later start raise
+    Cancelled; starting a process and recording it happen under one lock,
+    so none escapes a cancel.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._cond = threading.Condition()
+        self._queue: collections.deque[object] = collections.deque()
+        self._running: list[_Ticket] = []
+        self._since = time.monotonic()
+        self._procs: set[subprocess.Popen] = set()
+        self._cancelled = False
+
+    def _may_start(self, turn: object, alone: bool) -> bool:
+        if alone:
+            return not self._running and not self._queue
+        return (
+            self._queue[0] is turn
+            and len(self._running) < self.limit
+            and not any(ticket.alone for ticket in self._running)
+        )
+
+    def _account(self) -> None:
+        """Add the time since the last start or finish to each probe that shared it."""
+        now = time.monotonic()
+        if len(self._running) > 1:
+            for ticket in self._running:
+                ticket.shared_s += now - self._since
+        self._since = now
+
+    def _start(self, argv: list[str], env: dict[str, str], alone: bool):
+        turn = object()
+        with self._cond:
+            if not alone:
+                self._queue.append(turn)
+            try:
+                self._cond.wait_for(lambda: self._cancelled or self._may_start(turn, alone))
+            finally:
+                if not alone:
+                    self._queue.remove(turn)
+                self._cond.notify_all()
+            if self._cancelled:
+                raise Cancelled
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError:
+                return None, None
+            ticket = _Ticket(alone)
+            self._account()
+            self._running.append(ticket)
+            self._procs.add(proc)
+            return proc, ticket
+
+    def _finish(self, proc: subprocess.Popen, ticket: _Ticket) -> None:
+        with self._cond:
+            self._account()
+            self._running.remove(ticket)
+            self._procs.discard(proc)
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        with self._cond:
+            self._cancelled = True
+            for proc in self._procs:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            self._cond.notify_all()
+
+    def run(self, argv: list[str], env: dict[str, str], alone: bool = False):
+        """(Probe, or None when it hit the cap; seconds other probes ran beside it)."""
+        proc, ticket = self._start(argv, env, alone)
+        if proc is None:
+            return Probe(False, "", ""), 0.0
+        try:
+            out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with self._cond:
+                self._account()
+                shared_s = ticket.shared_s
+            _kill(proc)
+            return None, shared_s
+        finally:
+            self._finish(proc, ticket)
+        decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
+        return Probe(proc.returncode == 0, decode(out), decode(err)), ticket.shared_s
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the probe's whole process group and let go of its pipes."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=1)
+    for stream in (proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            stream.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)
+
+
+def run_probe(
+    launch: Launch, args: tuple[str, ...], env: dict[str, str], slots: Slots | None = None
+) -> Probe:
+    """Run the CLI once, bounded at PROBE_TIMEOUT_S; the whole process tree dies with it.
+
+    A run that hits the cap while other probes ran beside it for a share of
+    that time (RETRY_SHARED of the cap) gets one more try, alone, once the
+    others are done: a slow CLI on a busy machine is not reported as broken.
+    A run that had the cap's time (nearly) to itself is not tried again: a
+    CLI that hangs waiting on its network would only hang once more.
+    """
+    slots = slots or Slots(1)
+    argv = [*launch.prefix, *args]
+    probe, shared_s = slots.run(argv, env)
+    if probe is None and shared_s >= RETRY_SHARED * PROBE_TIMEOUT_S:
+        probe, _ = slots.run(argv, env, alone=True)
+    return probe or Probe(False, "", "")
+
+
+def version_of(
+    impl: Implementer, launch: Launch, env: dict[str, str], slots: Slots | None = None
+) -> str | None:
+    for args in filter(None, (impl.version_args, impl.version_fallback_args)):
+        probe = run_probe(launch, args, env, slots)
+        if not probe.ok:
+            continue
+        lines = probe.stdout.strip().splitlines()
+        first = lines[0].strip() if lines else ""
+        if not first:
+            continue
+        if impl.version_format == "colon-prefix":
+            match = _COLON_VERSION.match(first)
+            return match.group(1) if match else first
+        return first
+    return None
+
+
+def _json_field(text: str, field: str) -> bool | None:
+    try:
+        value = json.loads(text).get(field)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
+
+
+def auth_of(impl: Implementer, probe: Probe | None) -> bool | None:
+    """Logged in: True / False, or None when the CLI cannot tell us."""
+    spec = impl.auth_probe
+    if spec is None or probe is None:
+        return None
+    if spec.json_field:
+        if probe.ok:
+            return _json_field(probe.stdout, spec.json_field)
+        combined = probe.stdout + probe.stderr
+        return _json_field(combined, spec.json_field) if combined.strip() else None
+    output = probe.output
+    if spec.fail is not None and spec.fail.search(output):
+        return False
+    if spec.success is not None:
+        if spec.success.search(output):
+            return True
+        return False if probe.ok and spec.miss_means_false else None
+    return True if probe.ok else None
+
+
+def _models(identifiers, status: str = "reported") -> dict:
+    unique = list(dict.fromkeys(i for i in identifiers if i))
+    return {"status": status, "values": unique[:MAX_MODELS], "truncated": len(unique) > MAX_MODELS}
+
+
+def _failed_models() -> dict:
+    return {"status": "failed", "values": [], "truncated": False}
+
+
+def parse_model_list(raw: str, format: str | None) -> dict:
+    lines = [line.strip() for line in re.split(r"\r?\n", raw) if line.strip()]
+    if format == "cursor":
+        names = [
+            re.split(r"\s+-\s+", line, maxsplit=1)[0]
+            for line in lines
+            if line != "Available models" and not line.startswith("Tip:")
+        ]
+    elif format == "grok":
+        names = [
+            re.sub(r"\s*\(default\)$", "", line[2:]).strip()
+            for line in lines
+            if line.startswith("* ")
+        ]
+    elif format == "commandcode":
+        names = [first for first in (line.split()[0] for line in lines) if "/" in first]
+    elif format == "table":
+        names = [
+            f"{cols[0]}/{cols[1]}"
+            for cols in (line.split() for line in lines[1:])
+            if len(cols) >= 2
+        ]
+    else:
+        names = lines
+    return _models(names)
+
+
+def _state_dir(env_dir: str | None, home_subdir: str, env: dict[str, str], home: str) -> str:
+    return (env_dir and env.get(env_dir)) or os.path.join(home, home_subdir)
+
+
+def models_of(impl: Implementer, probe: Probe | None, env: dict[str, str], home: str) -> dict:
+    spec = impl.model_probe
+    if spec is None:
+        return {"status": "unsupported", "values": [], "truncated": False}
+    if spec.static:
+        return _models(spec.static, "aliases")
+    if spec.file:
+        path = os.path.join(_state_dir(spec.env_dir, spec.home_subdir, env, home), spec.file)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                cache = json.loads(handle.read())
+        except (OSError, ValueError):
+            return _failed_models()
+        entries = cache.get("models") if isinstance(cache, dict) else None
+        if not isinstance(entries, list):
+            return _failed_models()
+        return _models(
+            e.get("slug") if isinstance(e, dict) and isinstance(e.get("slug"), str) else ""
+            for e in entries
+        )
+    if probe is None or not probe.ok:
+        return _failed_models()
+    return parse_model_list(probe.stdout, spec.format)
+
+
+# ---------------------------------------------------------------- usage
+
+
+def _iso_ms(ms: int) -> str:
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _entries(directory: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def _mtime_ms(path: str) -> int:
+    return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def usage_of(impl: Implementer, env: dict[str, str], home: str) -> dict | None:
+    """Session count and last use from listings and mtimes; None when unknown."""
+    spec = impl.usage_probe
+    if spec is None:
+        return None
+    base = _state_dir(spec.env_dir, spec.home_subdir, env, home)
+    if not os.path.isdir(base):
+        return None
+    containers = [base]
+    for segment in spec.path:
+        containers = [
+            entry.path
+            for directory in containers
+            for entry in _entries(directory)
+            if entry.is_dir(follow_symlinks=False) and segment in ("*", entry.name)
+        ]
+    sessions, last = 0, 0
+    for directory in containers:
+        for entry in _entries(directory):
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if spec.entry != "any" and is_dir != (spec.entry == "dir"):
+                continue
+            if not spec.match.search(entry.name):
+                continue
+            sessions += 1
+            try:
+                last = max(last, _mtime_ms(entry.path))
+                if is_dir:
+                    # A directory's mtime stays put while a file inside grows.
+                    for child in _entries(entry.path):
+                        last = max(last, _mtime_ms(child.path))
+            except OSError:
+                pass
+    return {"sessions": sessions, "lastUsed": _iso_ms(last) if last > 0 else None}
+
+
+# ---------------------------------------------------------------- the report
+
+
+class _Pending:
+    """The probes of one CLI, started; `entry()` builds its report once they are done."""
+
+    def __init__(
+        self,
+        impl: Implementer,
+        launch: Launch,
+        env: dict[str, str],
+        home: str,
+        with_usage: bool,
+        pool,
+        slots: Slots,
+    ) -> None:
+        self.impl, self.launch, self.env, self.home = impl, launch, env, home
+        auth_args = impl.auth_probe.args if impl.auth_probe else None
+        model_args = impl.model_probe.args if impl.model_probe and impl.model_probe.args else None
+        self.version = pool.submit(version_of, impl, launch, env, slots)
+        self.auth = pool.submit(run_probe, launch, auth_args, env, slots) if auth_args else None
+        if model_args and model_args == auth_args and not impl.auth_probe.json_field:
+            # One run answers both (grok's `models` says "not authenticated" when logged out).
+            self.models = self.auth
+        else:
+            self.models = (
+                pool.submit(run_probe, launch, model_args, env, slots) if model_args else None
+            )
+        self.usage = pool.submit(usage_of, impl, env, home) if with_usage else None
+        self.futures = {f for f in (self.version, self.auth, self.models, self.usage) if f}
+
+    def entry(self) -> dict:
+        impl = self.impl
+        entry = {
+            "key": impl.key,
+            "skill": impl.skill,
+            "binary": impl.binary,
+            "version": self.version.result(),
+            "path": self.launch.path,
+            "authenticated": auth_of(impl, self.auth.result() if self.auth else None),
+            "supports": list(impl.supports),
+            "models": models_of(
+                impl, self.models.result() if self.models else None, self.env, self.home
+            ),
+        }
+        if self.usage is not None:
+            entry["usage"] = self.usage.result()
+        return entry
+
+
+class _CtrlC:
+    """Ctrl-C while probes run: kill them all at once, and stop where it is safe to.
+
+    KeyboardInterrupt raised at any point of the waiting could leave a lock of
+    concurrent.futures held and the threads waiting on it forever; instead,
+    while discovery runs on the main thread with Python's own SIGINT handler
+    in place, SIGINT cancels the probes (which ends every wait) and the
+    KeyboardInterrupt is raised from `check()`.
+    """
+
+    def __init__(self, runner: Slots) -> None:
+        self.runner = runner
+        self.hit = False
+        self.previous = None
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.hit = True
+        self.runner.cancel()
+
+    def __enter__(self) -> _CtrlC:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def check(self) -> None:
+        if self.hit:
+            raise KeyboardInterrupt
+
+
+def _answered(pending: list[_Pending], ctrl_c: _CtrlC):
+    """Each CLI's entry as soon as all of its probes are done."""
+    waiting = list(pending)
+    while waiting:
+        wait(set().union(*(probes.futures for probes in waiting)), return_when=FIRST_COMPLETED)
+        ctrl_c.check()
+        for probes in [p for p in waiting if all(f.done() for f in p.futures)]:
+            waiting.remove(probes)
+            yield probes.impl.key, probes.entry()
+
+
+def discover(
+    with_usage: bool = False,
+    env: dict[str, str] | None = None,
+    platform: str | None = None,
+    only: set[str] | None = None,
+    progress=None,
+    slots: int | None = None,
+) -> dict:
+    """The delegate-discover.v1 report for this machine (`only`: just these keys).
+
+    `progress`, when given, is called with each CLI's entry as it is ready.
+    `slots`: how many probes may run at once (default: probe_slots()).
+    Interrupted (Ctrl-C), every probe still running is killed and no other
+    starts before the KeyboardInterrupt goes on.
+    """
+    env = dict(os.environ if env is None else env)
+    platform = platform or sys.platform
+    home = env.get("HOME") or os.path.expanduser("~")
+    wanted = [impl for impl in registry.IMPLEMENTERS if only is None or impl.key in only]
+    launches = {impl.key: locate(impl, env, platform, home) for impl in wanted}
+    found = [impl for impl in wanted if launches[impl.key] is not None]
+    runner = Slots(slots or probe_slots())
+    entries: dict[str, dict] = {}
+    with _CtrlC(runner) as ctrl_c:
+        # A thread for each probe (at most four per CLI); Slots bounds the processes.
+        pool = ThreadPoolExecutor(max_workers=max(1, 4 * len(found)))
+        try:
+            pending = [
+                _Pending(impl, launches[impl.key], env, home, with_usage, pool, runner)
+                for impl in found
+            ]
+            for key, entry in _answered(pending, ctrl_c):
+                entries[key] = entry
+                if progress is not None:
+                    progress(entry)
+        except BaseException:
+            runner.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    ctrl_c.check()
+    missing = [
+        {"key": impl.key, "binary": impl.binary, "skill": impl.skill}
+        for impl in wanted
+        if launches[impl.key] is None
+    ]
+    discovered = [entries[impl.key] for impl in found]
+    return {"version": registry.DISCOVER_VERSION, "discovered": discovered, "missing": missing}

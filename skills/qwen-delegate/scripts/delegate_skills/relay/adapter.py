@@ -1,0 +1,299 @@
+"""What an implementer adapter may say, and what it inherits when it says nothing.
+
+An adapter in `relays/<key>.py` subclasses `Adapter` and overrides only what
+its implementer does differently: its flags and checks, its argv, where the
+brief goes, how to read its output, its environment and its result fields.
+Everything else (parsing, lanes, the brief, the run directory, the version
+preflight, supervision, signals, the watchdog, touched files, the read-only
+tripwire, result.json and the summary) is the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import registry
+from .options import COMMON_FLAGS, MODEL_FLAG, TAIL_FLAGS, Flag, check_model, timeout_ms
+
+#: The most assistant text a relay holds for its final message, in characters.
+FINAL_LIMIT = 1_048_576
+
+
+class TextTail:
+    """Assistant text as it streams in, joined by `sep`, of which only the last
+    FINAL_LIMIT characters are kept (`dropped` counts what was let go).
+
+    Memory stays bounded however much an implementer prints: a run that
+    streams 300 MB of text keeps about two megabytes of it at any moment.
+    """
+
+    __slots__ = ("_parts", "_size", "dropped", "limit", "sep")
+
+    def __init__(self, sep: str = "", limit: int = FINAL_LIMIT) -> None:
+        self.sep = sep
+        self.limit = limit
+        self.dropped = 0
+        self._parts: list[str] = []
+        self._size = 0
+
+    def append(self, text: str) -> None:
+        self._size += len(text) + (len(self.sep) if self._parts else 0)
+        self._parts.append(text)
+        if self._size > 2 * self.limit:
+            self._compact()
+
+    def extend(self, texts) -> None:
+        for text in texts:
+            self.append(text)
+
+    def _compact(self) -> None:
+        joined = self.sep.join(self._parts)
+        cut = max(0, len(joined) - self.limit)
+        self.dropped += cut
+        self._parts = [joined[cut:]]
+        self._size = len(self._parts[0])
+
+    def text(self) -> str:
+        """The kept text (at most `limit` characters, the latest)."""
+        self._compact()
+        return self._parts[0] if self._parts else ""
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+
+class State:
+    """What an adapter learns from the implementer's output during a run.
+
+    The engine fills in `run` (the run directory) once it exists, and, when
+    the implementer has exited on its own, `exited`, `exit_code` and `signal`
+    before it asks `failure()` and `final_message()`.
+    """
+
+    def __init__(self, opts: dict) -> None:
+        self.opts = opts
+        self.session_id: str | None = None
+        self.final = ""
+        self.run = None
+        self.exited = False
+        self.exit_code: int | None = None
+        self.signal: str | None = None
+
+
+def session_lines(session_id: str | None, flag: str = "--session", label: str = "session id"):
+    """The summary line that says how to resume: `session id (resume with: --session X): X`."""
+    if not session_id:
+        return []
+    return [f"{label} (resume with: {flag} {session_id}): {session_id}"]
+
+
+class Adapter:
+    #: registry key, e.g. "codex"
+    key: str = ""
+    #: The product's name in messages ("Codex", "OpenCode").
+    display: str = ""
+    #: Whether a binary that vanishes between the version preflight and the
+    #: launch is reported as unavailable (127) or, as some Node relays do, as a
+    #: failed launch (exit 1).
+    missing_at_launch_is_unavailable: bool = True
+    #: Whether a write run's result says `readOnlyViolation: null` (the question
+    #: does not apply) rather than leaving the field out, as Node's agy, zcode
+    #: and commandcode relays do.
+    null_verdict_on_write_runs: bool = False
+    #: The result's `tool` field, or None to leave it out.
+    tool: str | None = None
+    #: Second half of the "not found on PATH" line.
+    install_hint: str = ""
+    #: One paragraph for --help: what the relay drives and what it can enforce.
+    about: str = ""
+    #: Report heading in the summary; the label when empty.
+    report_name: str = ""
+    #: What a write run may do, in a few words (the skills table and SKILL.md).
+    write_access: str = ""
+    #: How a read-only run is made, in a few words; empty when there is none.
+    read_only_route: str = ""
+    #: The result field holding the id a later run resumes ("" for none).
+    session_field: str = "sessionId"
+    #: False when the relay refuses every way of resuming a session.
+    resumable: bool = True
+    #: How the brief reaches the implementer, for the skill texts, when the
+    #: generic wording for `brief_via` would not be true.
+    brief_route: str = ""
+
+    flags: tuple[Flag, ...] = ()
+    has_model_flag: bool = True
+    default_timeout: str | None = None
+    timeout_message: str | None = None
+
+    #: "stdin" (piped), or anything else: the adapter puts it in argv itself.
+    brief_via: str = "stdin"
+    #: Name of the brief artifact.
+    brief_name: str = "brief.txt"
+    #: How stdout is read: "objects" (any JSON objects), "lines" (JSON per
+    #: line), "text" (decoded text to `on_text`) or None.
+    parser: str | None = "objects"
+    #: Where stdout is copied, raw.
+    events_name: str = "events.jsonl"
+    #: Keep a full copy of stderr as stderr.txt.
+    stderr_file: bool = False
+    #: The implementer writes final.txt itself (the relay only reads it).
+    child_writes_final: bool = False
+    #: How the --help footer describes the watchdog default (else default_timeout or "off").
+    watchdog_default: str = ""
+    #: Result path fields, in order: "brief", "events", "final", "stderr", or a
+    #: (field, file name) pair for an artifact of the adapter's own.
+    path_fields: tuple = ("brief", "events", "final")
+    #: (lane dial, extra explicit flags that keep the lane from setting it) pairs.
+    lane_blockers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    # -- identity -------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """The name in the summary header and the watchdog/abort messages (default: the key)."""
+        return self.key
+
+    @property
+    def version_field(self) -> str:
+        """The result field holding the version the preflight read (default: `<key>Version`)."""
+        return f"{self.key}Version"
+
+    @property
+    def impl(self) -> registry.Implementer:
+        return registry.BY_KEY[self.key]
+
+    @property
+    def binary(self) -> str:
+        return self.impl.binary
+
+    @property
+    def unavailable_status(self) -> str:
+        return f"{self.key}_unavailable"
+
+    # -- options --------------------------------------------------------------
+
+    def defaults(self) -> dict:
+        """Option defaults beyond the common ones, in result order where it matters."""
+        return {}
+
+    def flag_table(self) -> tuple[Flag, ...]:
+        model = (MODEL_FLAG,) if self.has_model_flag else ()
+        return (*COMMON_FLAGS, *model, *self.flags, *TAIL_FLAGS)
+
+    def apply_dial(self, opts: dict, field: str, value) -> None:
+        """Set one lane dial that no explicit flag claimed."""
+        opts[field] = value
+
+    def refuse_dials(self, lane: str, dials: dict) -> None:
+        """Raise Usage for a lane dial this relay cannot honour."""
+
+    def validate(self, opts: dict) -> None:
+        """Check the merged options. Raise Usage; the first problem wins."""
+        check_model(opts, registry.model_token(self.key))
+        self.watchdog_ms(opts)
+
+    def watchdog_ms(self, opts: dict) -> int | None:
+        if self.timeout_message:
+            return timeout_ms(opts, self.timeout_message)
+        return timeout_ms(opts)
+
+    def check_brief(self, opts: dict, brief: str) -> None:
+        """Checks that need the brief (size limits, resume-dependent rules)."""
+
+    def check_out_dir(self, path: str) -> None:
+        """Refuse an explicit --out-dir before anything is written (raise Usage)."""
+
+    def read_only(self, opts: dict) -> bool:
+        """Whether this run is meant to change nothing (arms the tripwire)."""
+        return bool(opts.get("readOnly"))
+
+    # -- launching ------------------------------------------------------------
+
+    def launcher(self, opts: dict, env: dict[str, str]) -> list[str] | None:
+        """The argv prefix that starts the implementer; None when it cannot be found."""
+        return [self.binary]
+
+    def version_args(self, opts: dict) -> tuple[tuple[str, ...], ...]:
+        """Argument lists to try, in order, for the version preflight."""
+        impl = self.impl
+        tries = [impl.version_args]
+        if impl.version_fallback_args:
+            tries.append(impl.version_fallback_args)
+        return tuple(tries)
+
+    def parse_version(self, stdout: str) -> str:
+        return stdout.strip() or "unknown"
+
+    def probe_name(self, opts: dict) -> str:
+        return " ".join((self.binary, *self.impl.version_args))
+
+    def child_env(self, opts: dict) -> dict[str, str]:
+        return dict(os.environ)
+
+    def extra_artifacts(self, opts: dict, run) -> dict[str, bytes]:
+        """Files to create in the run directory before launch, name → bytes."""
+        return {}
+
+    def build_argv(self, opts: dict, run) -> list[str]:
+        """The implementer's arguments; `run.brief` is the brief, `run.file(name)` a path."""
+        raise NotImplementedError
+
+    def before_launch(self, state: State) -> None:
+        """Last look at the world before the implementer starts (after the preflight)."""
+
+    # -- reading the run ------------------------------------------------------
+
+    def new_state(self, opts: dict) -> State:
+        state = State(opts)
+        state.session_id = opts.get("session") or None
+        return state
+
+    def on_event(self, state: State, event: dict) -> None:
+        """One JSON object from stdout."""
+
+    def on_text(self, state: State, text: str) -> None:
+        """A piece of decoded stdout, for `parser = "text"`."""
+
+    def final_message(self, state: State, run) -> str:
+        """The implementer's report, once the run is over (or being aborted)."""
+        return state.final.strip()
+
+    def failure(self, state: State) -> str | None:
+        """What went wrong by the implementer's own account (also on a non-zero exit), or None.
+
+        Any message makes an exit 0 a failure. `state.exit_code` and
+        `state.signal` say how the implementer ended.
+        """
+        return None
+
+    # -- the result -----------------------------------------------------------
+
+    def config_fields(self, opts: dict, state: State) -> dict:
+        """Result fields between `workdir` and the version field."""
+        return {"model": opts.get("model")}
+
+    def after_version_fields(self, state: State) -> dict:
+        """Result fields between the version field and `startedAt`."""
+        return {}
+
+    def id_fields(self, state: State) -> dict:
+        """Outcome fields right after `signal` (session ids)."""
+        return {"sessionId": state.session_id}
+
+    def metric_fields(self, state: State) -> dict:
+        """Outcome fields between `finalMessage` and `touchedFiles`."""
+        return {}
+
+    def trailing_fields(self, state: State) -> dict:
+        """Outcome fields after `touchedFiles`."""
+        return {}
+
+    def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
+        """Relay-specific summary lines (modes, ids, costs)."""
+        lines = []
+        if opts.get("resumeLast"):
+            lines.append("mode: resumed most recent session")
+        elif opts.get("session"):
+            lines.append(f"mode: resumed session {opts['session']}")
+        lines += session_lines(state.session_id)
+        return lines

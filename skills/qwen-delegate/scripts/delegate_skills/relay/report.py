@@ -1,0 +1,180 @@
+"""The words a relay prints: --help, and the summary after every run."""
+
+from __future__ import annotations
+
+import os
+
+from .adapter import Adapter
+from .options import Flag
+
+TOUCHED_SHOWN = 40
+STDERR_SHOWN = 8
+NO_COMMIT = (
+    "relay does not commit. Review the diff, re-run the project gates yourself, "
+    "then commit from the orchestrator."
+)
+
+
+def _flag_usage(flag: Flag) -> str:
+    return f"{flag.name} {flag.metavar}".rstrip()
+
+
+def help_text(adapter: Adapter) -> str:
+    flags = adapter.flag_table()
+    width = max(len(_flag_usage(f)) for f in flags) + 2
+    options = [f"  {_flag_usage(f):<{width}}{f.help}" for f in flags]
+    options.append(f"  {'-h, --help':<{width}}Show this help.")
+    default = adapter.watchdog_default or adapter.default_timeout or "off"
+    return "\n".join(
+        [
+            f"delegate-skills · {adapter.key}-delegate · relay.py",
+            "",
+            adapter.about.strip(),
+            "",
+            "The relay never commits: the orchestrator reviews the diff, re-runs the",
+            "project's gates and lands the work. It starts no network traffic of its",
+            f"own; it runs `{adapter.binary}` and `git`, and {adapter.display} signs in as it",
+            "does at your terminal.",
+            "",
+            "Usage:",
+            "  python3 relay.py --brief <file> [options]",
+            "  cat brief.txt | python3 relay.py [options]",
+            "",
+            "Options:",
+            *options,
+            "",
+            f"Watchdog default: {default}. Read-only runs report readOnlyViolation: true",
+            "(git saw a change), false (nothing changed) or null (git could not say).",
+            "",
+            "Result: <out-dir>/result.json (delegate-relay.result.v1) and a summary on",
+            "stdout: status, exitCode, signal, the session id to resume, finalMessage,",
+            "touchedFiles (git status --porcelain, null when git cannot say).",
+            "",
+            "Exit codes: 2 usage error (no result.json); 127 "
+            f"`{adapter.binary}` not found ({adapter.unavailable_status});",
+            "124 the version preflight hung; 128+n the relay or the implementer was",
+            "killed by signal n; otherwise the implementer's own code. Once the brief",
+            "is accepted, result.json is written whatever happens: completed, failed,",
+            f"timeout, aborted or {adapter.unavailable_status}.",
+            "",
+        ]
+    )
+
+
+def _touched_lines(touched: list[str] | None) -> list[str]:
+    if touched is None:
+        return ["touched files: git unavailable — inspect the working tree directly"]
+    lines = [f"touched files: {len(touched)}"]
+    lines.extend(f"  {line}" for line in touched[:TOUCHED_SHOWN])
+    if len(touched) > TOUCHED_SHOWN:
+        lines.append(f"  … and {len(touched) - TOUCHED_SHOWN} more")
+    return lines
+
+
+def _hints(adapter: Adapter, result: dict) -> list[str]:
+    if result["status"] != "failed":
+        return []
+    label = adapter.label
+    article = "an" if label[:1] in "aeiou" else "a"
+    if result["signal"] == "SIGKILL":
+        return [
+            "hint: the host killed the process (commonly the OOM killer or a supervisor "
+            f"timeout) — this is not {article} {label} error; check host memory and "
+            "re-dispatch, or split the task into smaller briefs."
+        ]
+    if result["signal"] == "SIGTERM":
+        return [
+            f"hint: something outside the relay terminated {label} (a supervisor, the "
+            "session ending, or a manual kill) — when the relay itself does the killing it "
+            'reports status "timeout" or "aborted" instead; inspect the working tree '
+            "before re-dispatching."
+        ]
+    return []
+
+
+def _read_only_lines(result: dict) -> list[str]:
+    if "readOnlyViolation" not in result:
+        return []
+    verdict = result["readOnlyViolation"]
+    if verdict is True:
+        lines = [
+            "warning: a git-visible change was detected during this read-only run; "
+            "inspect the working tree immediately."
+        ]
+        changes = result.get("readOnlyChanges") or []
+        if changes:
+            more = (
+                f" (and {len(changes) - SHOWN_CHANGES} more)"
+                if len(changes) > SHOWN_CHANGES
+                else ""
+            )
+            lines.append("changed: " + ", ".join(changes[:SHOWN_CHANGES]) + more)
+        return lines
+    if verdict is None:
+        why = result.get("readOnlyUnverified")
+        reason = (
+            why
+            if why
+            else "git could not report, or a submodule or unreadable path left coverage incomplete"
+        )
+        return [
+            f"warning: this read-only run could not be verified ({reason}); "
+            "inspect the working tree directly."
+        ]
+    return []
+
+
+def _worktree_lines(result: dict, result_path: str) -> list[str]:
+    tree = result.get("worktree")
+    if not isinstance(tree, dict):
+        return []
+    lines = [f"worktree: {tree.get('path')} (branch {tree.get('branch')})"]
+    stat = result.get("diffstat")
+    if isinstance(stat, dict):
+        lines.append(
+            f"diffstat: {stat.get('filesChanged')} file(s), "
+            f"+{stat.get('linesAdded')} -{stat.get('linesRemoved')} against the start commit"
+        )
+    if tree.get("sourceUncommitted"):
+        lines.append(
+            f"note: {tree['sourceUncommitted']} uncommitted change(s) in {tree.get('source')} "
+            "were not in the worktree"
+        )
+    out_dir = os.path.dirname(result_path)
+    lines.append(f"land with: runs apply {out_dir} · drop with: runs discard {out_dir}")
+    return lines
+
+
+#: How many changed items the summary names.
+SHOWN_CHANGES = 5
+
+
+def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path: str) -> str:
+    killed = f", killed by {result['signal']}" if result.get("signal") else ""
+    version = result.get(adapter.version_field) or "?"
+    # Some CLIs print their own name in their version ("aider 0.86.2"): say it once.
+    named = version.lower().startswith(adapter.label.lower())
+    tool = version if named else f"{adapter.label} {version}"
+    lines = [
+        "",
+        f"relay: {result['status']} (exit {result['exitCode']}{killed})  ·  {tool}",
+        *_hints(adapter, result),
+        *_read_only_lines(result),
+        *extra_lines,
+        *_touched_lines(result.get("touchedFiles")),
+        *_worktree_lines(result, result_path),
+    ]
+    tail = result.get("stderrTail") or []
+    if tail:
+        lines.append("last stderr:")
+        lines.extend(f"  {line}" for line in tail[-STDERR_SHOWN:])
+    lines += [
+        "",
+        f"--- {adapter.report_name or adapter.label} final report ---",
+        result.get("finalMessage") or "(no final message captured)",
+        "--- end report ---",
+        "",
+        f"result: {result_path}",
+        NO_COMMIT,
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,215 @@
+"""Reading JSON events out of an implementer's stdout.
+
+Implementers print newline-delimited JSON, but not always cleanly: objects can
+be split across reads, glued together, pretty-printed over several lines, or
+preceded by terminal noise. `ObjectScanner` finds every top-level `{…}` object
+in such a stream with bounded memory; `LineScanner` reads one JSON value per
+line. Both take text, so a multi-byte character split across reads must be
+joined first (see `Utf8Stream`).
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from ..registry import Pattern
+
+# `typing` costs milliseconds at every relay start; type checkers read this too.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: The most text kept for an object (or line) that has not ended yet.
+MAX_BUFFERED_CHARS = 1_048_576
+
+_OUTSIDE_STRING = Pattern(r'[{}"]')
+_INSIDE_STRING = Pattern(r'["\\]')
+
+
+def _refuse_constant(name: str):
+    raise ValueError(name)
+
+
+def parse_json(text: str):
+    """json.loads that, like JavaScript, refuses NaN and Infinity. None when invalid."""
+    import json  # imported at the first event, not at every start
+
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+
+
+class Utf8Stream:
+    """Bytes in, text out, with characters split across reads kept whole."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def decode(self, data: bytes) -> str:
+        return self._decoder.decode(data)
+
+    def flush(self) -> str:
+        return self._decoder.decode(b"", final=True)
+
+
+class ObjectScanner:
+    """Every top-level JSON object in a text stream, handed to `on_object`.
+
+    A brace-depth scanner: quotes only open strings inside an object, so noise
+    between objects cannot swallow the next one; an object that never closes
+    is dropped once it exceeds MAX_BUFFERED_CHARS, and scanning resumes after
+    the dropped part. Text already scanned is never scanned again.
+
+    Whole lines that are one JSON object each (the usual case) take a fast
+    path through the C JSON parser; everything else goes through the scanner.
+    """
+
+    def __init__(self, on_object: Callable[[dict], None]) -> None:
+        self._on_object = on_object
+        self._buf = ""
+        self._index = 0
+        self._depth = 0
+        self._start = -1
+        self._in_string = False
+        self._escaped = False
+        self._line = ""
+
+    # -- the line fast path -------------------------------------------------
+
+    def feed(self, chunk: str) -> None:
+        if not chunk:
+            return
+        data = self._line + chunk
+        self._line = ""
+        pos = 0
+        while pos < len(data):
+            if self._depth:
+                self._scan_text(data[pos:])
+                return
+            newline = data.find("\n", pos)
+            if newline < 0:
+                rest = data[pos:]
+                if len(rest) > MAX_BUFFERED_CHARS:
+                    self._scan_text(rest)
+                else:
+                    self._line = rest
+                return
+            line = data[pos:newline]
+            pos = newline + 1
+            if "{" in line and not self._whole_object(line):
+                self._scan_text(line + "\n")
+
+    def finish(self) -> None:
+        """Scan a last line that never got its newline."""
+        line, self._line = self._line, ""
+        if line and "{" in line and not self._whole_object(line):
+            self._scan_text(line)
+
+    def _whole_object(self, line: str) -> bool:
+        text = line.strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            return False
+        value = parse_json(text)
+        if not isinstance(value, dict):
+            return False
+        self._on_object(value)
+        return True
+
+    # -- the scanner ----------------------------------------------------------
+
+    def _scan_text(self, chunk: str) -> None:
+        self._buf += chunk
+        while True:
+            self._scan()
+            pending = len(self._buf) - self._start
+            if self._depth > 0 and self._start != -1 and pending > MAX_BUFFERED_CHARS:
+                self._buf = self._buf[self._start + MAX_BUFFERED_CHARS :]
+                self._index, self._start, self._depth = 0, -1, 0
+                self._in_string = self._escaped = False
+                continue
+            break
+        if self._depth > 0 and self._start != -1:
+            if self._start > 0:
+                self._buf = self._buf[self._start :]
+                self._index -= self._start
+                self._start = 0
+        else:
+            self._buf, self._index, self._start = "", 0, -1
+
+    def _scan(self) -> None:
+        buf, pos, end = self._buf, self._index, len(self._buf)
+        inside, outside = _INSIDE_STRING.compiled(), _OUTSIDE_STRING.compiled()
+        while pos < end:
+            if self._depth == 0:
+                brace = buf.find("{", pos)
+                if brace < 0:
+                    pos = end
+                    break
+                self._start, self._depth, pos = brace, 1, brace + 1
+            elif self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                    pos += 1
+                    continue
+                match = inside.search(buf, pos)
+                if match is None:
+                    pos = end
+                    break
+                pos = match.end()
+                if match.group() == "\\":
+                    self._escaped = True
+                else:
+                    self._in_string = False
+            else:
+                match = outside.search(buf, pos)
+                if match is None:
+                    pos = end
+                    break
+                pos = match.end()
+                char = match.group()
+                if char == '"':
+                    self._in_string = True
+                elif char == "{":
+                    self._depth += 1
+                else:
+                    self._depth -= 1
+                    if self._depth == 0:
+                        value = parse_json(buf[self._start : pos])
+                        self._start = -1
+                        if isinstance(value, dict):
+                            self._on_object(value)
+        self._index = pos
+
+
+class LineScanner:
+    """One JSON value per line; blank and non-JSON lines are skipped.
+
+    A partial line longer than MAX_BUFFERED_CHARS is dropped; a complete line
+    of any length is parsed.
+    """
+
+    def __init__(self, on_object: Callable[[dict], None]) -> None:
+        self._on_object = on_object
+        self._buf = ""
+
+    def feed(self, chunk: str) -> None:
+        if not chunk:
+            return
+        lines = (self._buf + chunk).split("\n")
+        self._buf = lines.pop()
+        for line in lines:
+            self._emit(line)
+        if len(self._buf) > MAX_BUFFERED_CHARS:
+            self._buf = ""
+
+    def finish(self) -> None:
+        line, self._buf = self._buf, ""
+        self._emit(line)
+
+    def _emit(self, line: str) -> None:
+        text = line.strip()
+        if text:
+            value = parse_json(text)
+            if isinstance(value, dict):
+                self._on_object(value)
