@@ -195,6 +195,44 @@ def test_approval_carries_over_when_the_bytes_are_the_approved_ones(source):
     assert Path(approval_path(git_dir)).read_bytes() == f"{digest(raw)}\n".encode()
 
 
+#: A relay run in this process, with site-packages (filelock importable);
+#: prints whether filelock was imported. argv[1:] are the relay's flags.
+RELAY_IN_PROCESS = """
+import sys
+from delegate_skills.relay.main import main
+code = main("codex", sys.argv[1:])
+print(code, "filelock" in sys.modules)
+"""
+
+
+def test_a_relay_takes_its_write_locks_without_filelock(source):
+    """The run index and the carried approval are written under the flock taken by hand.
+
+    So an installed relay runs what a skill folder runs, and parallel relays
+    stay small; the lock is the one filelock takes (tests/test_write_queue.py).
+    """
+    import importlib.util
+
+    assert importlib.util.find_spec("filelock") is not None
+    _approved_lanes(source, {"quick": {"implementer": "codex", "timeout": "7m"}})
+    source.bench.script({})
+    out = source.bench.out
+    args = ["--brief", str(source.bench.brief), "--cd", str(source.repo), "--out-dir", str(out)]
+    done = subprocess.run(
+        [PYTHON, "-c", RELAY_IN_PROCESS, *args, "--worktree", "--lane", "quick"],
+        capture_output=True,
+        text=True,
+        env=source.env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.stdout.splitlines()[-1] == "0 False", done
+    result = json.loads((out / "result.json").read_text())
+    assert (result["status"], result["laneSource"]) == ("completed", "project")
+    index = json.loads((source.state / "delegate-skills" / "runs-index.json").read_text())
+    assert str(out) in index["runs"]
+
+
 def test_a_config_edited_after_approval_is_not_carried_over(source):
     _approved_lanes(source, {"quick": {"implementer": "codex", "timeout": "7m"}})
     config = source.repo / ".delegate" / "config.json"

@@ -137,7 +137,7 @@ BARE_LOCKER = """
 import sys
 sys.path.insert(0, sys.argv[3])
 from delegate_skills import store
-lock, timed_out = store._make_lock(sys.argv[1], float(sys.argv[2]))
+lock, timed_out = store._make_lock(sys.argv[1], float(sys.argv[2]), False)
 print(type(lock).__name__, flush=True)
 try:
     lock.acquire()

@@ -153,8 +153,10 @@ class _FlockLock:
             self._fd = None
 
 
-def _make_lock(path: str, timeout: float):
-    """filelock's lock where it is installed, else the same flock taken by hand."""
+def _make_lock(path: str, timeout: float, by_hand: bool):
+    """filelock's lock where it is installed, else (or when asked) the same flock taken by hand."""
+    if by_hand:
+        return _FlockLock(path, timeout), LockTimeout
     try:
         from filelock import FileLock, Timeout
     except ImportError:
@@ -167,15 +169,21 @@ class queue:  # lower case: used as `with store.queue(...)`, like a function
 
     On entry the lock is taken (waiting up to QUEUE_TIMEOUT_S) and temp files a
     dead writer left beside the targets are swept; on exit the lock is let go.
+
+    `by_hand=True` takes the flock without filelock even where it is
+    installed: a relay does, so that it runs the same code installed as in a
+    skill folder, and so that each of many parallel relays stays small
+    (importing filelock brings logging, ctypes and decimal, about 6 MB).
     """
 
-    def __init__(self, targets: tuple[str, ...], lock_path: str) -> None:
+    def __init__(self, targets: tuple[str, ...], lock_path: str, *, by_hand: bool = False) -> None:
         self._targets = targets
         self._lock_path = lock_path
+        self._by_hand = by_hand
         self._lock = None
 
     def __enter__(self) -> None:
-        self._lock, timed_out = _make_lock(self._lock_path, QUEUE_TIMEOUT_S)
+        self._lock, timed_out = _make_lock(self._lock_path, QUEUE_TIMEOUT_S, self._by_hand)
         try:
             os.makedirs(os.path.dirname(self._lock_path) or ".", exist_ok=True)
             self._lock.acquire()

@@ -229,7 +229,7 @@ def remember(out_dir: str) -> None:
     path = index_path()
     out_dir = os.path.abspath(out_dir)
     try:
-        with store.queue((path,), store.lock_path_for(path)):
+        with store.queue((path,), store.lock_path_for(path), by_hand=True):
             kept = [p for p in _read_index(path) if p != out_dir and os.path.isdir(p)]
             kept = [*kept, out_dir][-INDEX_LIMIT:]
             document = {"version": INDEX_VERSION, "runs": kept}
