@@ -27,6 +27,7 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
+from delegate_skills.relay.parts import resume_args, resumed
 
 MAX_BRIEF_BYTES = 10_000_000
 SHELL = "Bash"
@@ -210,10 +211,7 @@ class Claude(Adapter):
             argv.append("--dangerously-skip-permissions")
         else:
             argv += ["--permission-mode", "acceptEdits"]
-        if opts["resumeLast"]:
-            argv.append("--continue")
-        elif opts["session"]:
-            argv += ["--resume", opts["session"]]
+        argv += resume_args(opts)
         for flag, field in (
             ("--model", "model"),
             ("--effort", "effort"),
@@ -272,7 +270,7 @@ class Claude(Adapter):
             "maxBudgetUsd": float(opts["maxBudgetUsd"]) if opts["maxBudgetUsd"] else None,
             "timeout": opts["timeout"],
             "readOnly": opts["readOnly"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
             "resumeLast": opts["resumeLast"],
             "permissionMode": state.permission_mode,
             "toolSurface": list(self.tool_surface(opts)),

@@ -22,7 +22,7 @@ from delegate_skills.relay.options import (
     switch_flag,
     value_flag,
 )
-from delegate_skills.relay.parts import check_shell_tokens
+from delegate_skills.relay.parts import check_shell_tokens, resume_args
 
 AUTONOMY = ("workspace-write", "read-only", "full-access")
 AUTONOMY_ARGS = {
@@ -134,10 +134,7 @@ class Grok(Adapter):
             "--no-auto-update", "--no-alt-screen", "--output-format", "streaming-json",
             "--cwd", opts["cd"],
         ]  # fmt: skip
-        if opts["resumeLast"]:
-            argv.append("--continue")
-        elif opts["session"]:
-            argv += ["--resume", opts["session"]]
+        argv += resume_args(opts)
         argv += AUTONOMY_ARGS[opts["autonomy"]]
         for flag, field in (
             ("--model", "model"),

@@ -19,6 +19,7 @@ from delegate_skills.relay.parts import (
     add_dir_flag,
     check_session,
     resume_lines,
+    resumed,
     session_flags,
 )
 
@@ -117,7 +118,7 @@ class Kimi(ArgvBriefAdapter):
         return state.chunks.text()
 
     def config_fields(self, opts: dict, state: State) -> dict:
-        return {"model": opts["model"], "resumed": bool(opts["resumeLast"] or opts["session"])}
+        return {"model": opts["model"], "resumed": resumed(opts)}
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         mode = "permission mode: auto (kimi's headless mode; kimi has no read-only mode)"

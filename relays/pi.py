@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import Usage, switch_flag, value_flag
-from delegate_skills.relay.parts import (
-    AgentEventsAdapter,
-    AgentState,
-    resume_lines,
-)
+from delegate_skills.relay.parts import AgentEventsAdapter, AgentState, resume_lines, resumed
 
 READ_ONLY_TOOLS = "read,grep,find,ls"
 
@@ -79,7 +75,7 @@ class Pi(AgentEventsAdapter):
             "model": opts["model"],
             "readOnly": opts["readOnly"],
             "projectTrusted": opts["approve"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
         }
 
     def summary_lines(self, opts: dict, state: AgentState, result: dict) -> list[str]:

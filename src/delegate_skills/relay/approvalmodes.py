@@ -27,6 +27,7 @@ from .parts import (
     check_session,
     resume_args,
     resume_lines,
+    resumed,
     session_flags,
 )
 
@@ -124,7 +125,7 @@ class ApprovalModeAdapter(Adapter):
             "model": opts["model"],
             "approvalMode": opts["permissionMode"],
             "readOnly": opts["readOnly"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
         }
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:

@@ -31,6 +31,7 @@ from delegate_skills.relay.parts import (
     result_failure,
     resume_args,
     resume_lines,
+    resumed,
     session_flags,
 )
 
@@ -138,7 +139,7 @@ class Auggie(Adapter):
         return {
             "model": opts["model"],
             "readOnly": opts["readOnly"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
             "maxTurns": int(opts["maxTurns"]) if opts["maxTurns"] else None,
             "permissions": list(opts["permissions"]),
         }

@@ -26,7 +26,7 @@ from delegate_skills.relay.options import (
     switch_flag,
     value_flag,
 )
-from delegate_skills.relay.parts import check_shell_tokens
+from delegate_skills.relay.parts import check_shell_tokens, resumed
 
 #: Put before the file reference on a resumed run, so the model acts on the
 #: new brief instead of summarising it. The exact words are part of the argv
@@ -212,7 +212,7 @@ class Copilot(Adapter):
             "effort": opts["effort"],
             "readOnly": opts["readOnly"],
             "allowAllTools": opts["allowAllTools"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
             "sessionId": state.session_id,
         }
 

@@ -25,7 +25,9 @@ from delegate_skills.relay.parts import (
     add_dir_flag,
     check_session,
     is_init,
+    resume_args,
     resume_lines,
+    resumed,
     session_flags,
     text_blocks,
 )
@@ -128,11 +130,7 @@ class Cursor(Adapter):
             argv += ["--sandbox", opts["sandbox"]]
         if opts["model"]:
             argv += ["--model", opts["model"]]
-        if opts["session"]:
-            argv += ["--resume", opts["session"]]
-        elif opts["resumeLast"]:
-            argv.append("--continue")
-        return argv + add_dir_args(opts)
+        return argv + resume_args(opts) + add_dir_args(opts)
 
     def new_state(self, opts: dict) -> State:
         return CursorState(opts)
@@ -172,7 +170,7 @@ class Cursor(Adapter):
             "readOnly": opts["readOnly"],
             "force": self.forced(opts),
             "sandbox": opts["sandbox"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
         }
 
     def id_fields(self, state: CursorState) -> dict:

@@ -107,6 +107,11 @@ def resume_args(opts: dict, latest: tuple[str, ...] = ("--continue",)) -> list[s
     return list(latest) if opts["resumeLast"] else []
 
 
+def resumed(opts: dict) -> bool:
+    """Whether the run continues a session (--session or --resume-last)."""
+    return bool(opts["resumeLast"] or opts["session"])
+
+
 def resume_lines(resumed: bool, session_id: str | None, flag: str = "--session") -> list[str]:
     """The summary's resume lines: how this run started, and how to continue it."""
     lines = ["mode: resumed an existing session"] if resumed else []

@@ -16,7 +16,7 @@ from delegate_skills.relay.options import (
     switch_flag,
     value_flag,
 )
-from delegate_skills.relay.parts import AgentEventsAdapter, AgentState
+from delegate_skills.relay.parts import AgentEventsAdapter, AgentState, resumed
 
 READ_ONLY_TOOLS = "read,grep,glob"
 #: What keeps a project's own `.omp` resources out of an unapproved run.
@@ -94,7 +94,7 @@ class Omp(AgentEventsAdapter):
             "readOnly": opts["readOnly"],
             "yolo": not opts["readOnly"],
             "projectTrusted": opts["approve"],
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
         }
 
     def summary_lines(self, opts: dict, state: AgentState, result: dict) -> list[str]:

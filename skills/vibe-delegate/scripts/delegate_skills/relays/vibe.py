@@ -22,7 +22,7 @@ from delegate_skills.relay.options import (
     switch_flag,
     value_flag,
 )
-from delegate_skills.relay.parts import check_argv_brief, resume_lines, text_blocks
+from delegate_skills.relay.parts import check_argv_brief, resume_lines, resumed, text_blocks
 
 WRITE_AGENT = "accept-edits"
 FULL_AGENT = "auto-approve"
@@ -220,7 +220,7 @@ class Vibe(Adapter):
         return {
             "agent": agent_of(opts),
             **self.limits(opts),
-            "resumed": bool(opts["resumeLast"] or opts["session"]),
+            "resumed": resumed(opts),
             "sessionId": state.session_id,
         }
 
