@@ -17,9 +17,10 @@ import os
 import re
 
 from delegate_skills import registry
+from delegate_skills.gitmeta import repo_paths, run_git
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import Adapter, State, TextTail
-from delegate_skills.relay.gitstate import Tripwire, repo_root, status_entries
+from delegate_skills.relay.changes import ChangeRecord
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -30,8 +31,6 @@ from delegate_skills.relay.options import (
     value_flag,
 )
 from delegate_skills.relay.parts import check_argv_brief
-from delegate_skills.relay.rundir import FINAL, RESULT
-from delegate_skills.relay.runs import RUN_FILE
 
 LOG = "agy.log"
 STDERR = "stderr.txt"
@@ -81,26 +80,32 @@ def _read(path: str) -> str:
     return part_of_file(path, _READ_CAP).decode("utf-8", errors="replace")
 
 
-def _nested_tripwires(cwd: str, excluded: list[str], depth: int = 0) -> list[Tripwire]:
-    """A tripwire inside each repository (submodule or nested repo) git lists as dirty.
+def _nested_records(cwd: str, scratch: str, depth: int = 0) -> list[ChangeRecord]:
+    """A change record inside each repository (submodule or nested repo) git lists as dirty.
 
     git reports a dirty submodule as one entry however often its files change;
     only a look inside it shows an edit to a file that was already dirty.
     """
-    root = repo_root(cwd)
-    entries = status_entries(cwd) if root else None
-    if root is None or not entries or depth >= _NESTED_DEPTH:
+    root = repo_paths(cwd).toplevel
+    out = run_git(cwd, "status", "--porcelain", "-z") if root else None
+    if root is None or not out or depth >= _NESTED_DEPTH:
         return []
     found = []
-    for _status, path, _origin in entries:
-        inner = os.path.join(root, path.rstrip("/"))
+    for entry in out.split(b"\0"):
+        if len(entry) < 4:
+            continue
+        inner = os.path.join(root, os.fsdecode(entry[3:]).rstrip("/"))
         if os.path.islink(inner) or not os.path.isdir(inner):
             continue
-        top = repo_root(inner)
-        if top is None or os.path.realpath(top) != os.path.realpath(inner):
+        paths = repo_paths(inner)
+        if paths.toplevel is None or os.path.realpath(paths.toplevel) != os.path.realpath(inner):
             continue  # a plain directory of this same repository
-        found.append(Tripwire(inner, excluded))
-        found += _nested_tripwires(inner, excluded, depth + 1)
+        where = os.path.join(scratch, f"nested-{depth}-{len(found)}")
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        record = ChangeRecord(paths, where, None)
+        record.begin()
+        found.append(record)
+        found += _nested_records(inner, scratch, depth + 1)
     return found
 
 
@@ -116,10 +121,9 @@ class AgyState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.stdout = TextTail()
-        #: Work-tree state just before launch: the evidence that a silent run did something.
-        self.baseline: Tripwire | None = None
-        #: The same, inside each dirty submodule or nested repository.
-        self.nested: list[Tripwire] = []
+        #: Change records inside each dirty submodule or nested repository: with
+        #: the run's own, the evidence that a silent run did something.
+        self.nested: list[ChangeRecord] = []
 
 
 class Agy(Adapter):
@@ -283,10 +287,8 @@ class Agy(Adapter):
         return {LOG: b""}
 
     def before_launch(self, state: AgyState) -> None:
-        names = (RUN_FILE, self.brief_name, STDOUT, STDERR, FINAL, LOG, RESULT)
-        excluded = [state.run.file(name) for name in names]
-        state.baseline = Tripwire(state.opts["cd"], excluded)
-        state.nested = _nested_tripwires(state.opts["cd"], excluded)
+        if state.scratch is not None:
+            state.nested = _nested_records(state.opts["cd"], state.scratch)
 
     def build_argv(self, opts: dict, run) -> list[str]:
         if opts["project"]:
@@ -338,8 +340,10 @@ class Agy(Adapter):
 
     def _tree_changed(self, state: AgyState) -> bool:
         """Whether the work tree, or a repository dirty inside it, provably changed."""
-        wires = [state.baseline, *state.nested] if state.baseline else state.nested
-        return any(wire.verdict() is True for wire in wires)
+        for record in state.nested:
+            record.end()
+        records = [state.changes, *state.nested] if state.changes else state.nested
+        return any(record.same() is False for record in records)
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {

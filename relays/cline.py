@@ -130,6 +130,12 @@ class Cline(Adapter):
                 )
         self.watchdog_ms(opts)
 
+    def sandbox_refusal(self, opts: dict, env: dict[str, str]) -> str | None:
+        hub = hub_daemon(env)
+        if hub is None:
+            return None
+        return f"cline runs inside its hub daemon (pid {hub['pid']}), outside any sandbox"
+
     def read_only(self, opts: dict) -> bool:
         return opts["planMode"]
 

@@ -23,6 +23,8 @@ RELAYS = [key for key in registry.KEYS if (ROOT / "relays" / f"{key}.py").is_fil
 EXTRA_ARGS = {"opencode": ["--model", "fake/model"]}
 BRIEF = "smoke brief: run until killed.\n"
 SHORT_GRACE = {"DELEGATE_RELAY_KILL_GRACE": "0.5"}
+#: A read-only run proven by detection alone (no bubblewrap sandbox): the fake can write.
+DETECT_ONLY = {"DELEGATE_RELAY_ENFORCE": "0"}
 
 
 def binary(key: str) -> str:

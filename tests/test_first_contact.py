@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -152,9 +153,12 @@ def test_a_relay_names_its_run_directory_as_it_starts(tmp_path):
     relay = bench.start()
     try:
         line = _first_stderr_line(relay, 30)
-        assert line == f"relay: codex run started · {bench.out} · relay pid {relay.pid}\n"
+        head = f"relay: codex run started · {bench.out} · relay pid {relay.pid} · run id "
+        assert line.startswith(head), line
+        run_id = line[len(head) :].rstrip("\n")
+        assert len(run_id) == 8 and run_id.isalnum() and run_id.islower(), run_id
         assert bench.out.is_dir()
-        assert (bench.out / "run.json").is_file()
+        assert json.loads((bench.out / "run.json").read_text())["id"] == run_id
     finally:
         relay.kill()
         relay.communicate()

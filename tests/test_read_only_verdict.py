@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import commit_all
-from relaykit import Bench
+from relaykit import DETECT_ONLY, Bench
 
 #: Relays with a read-only route, written out here (vibe's flag differs).
 RELAYS = {"codex": "--read-only", "claude": "--read-only", "vibe": "--plan-only"}
@@ -58,21 +58,22 @@ def prepared(tmp_path, key: str) -> Bench:
 def test_a_change_outside_the_work_tree_listing_is_true(tmp_path, key, case, actions, named):
     bench = prepared(tmp_path, key)
     bench.script({"actions": actions})
-    run = bench.relay(RELAYS[key])
+    run = bench.relay(RELAYS[key], env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True, (case, run.result)
     assert named in run.result["readOnlyChanges"], run.result["readOnlyChanges"]
     assert "readOnlyUnverified" not in run.result
     assert "changed: " in run.out and named in run.out
 
 
+@pytest.mark.parametrize("enforced", [False, True], ids=["detected", "enforced"])
 @pytest.mark.parametrize("key", sorted(RELAYS))
-def test_reading_and_git_status_leave_it_false(tmp_path, key):
+def test_reading_and_git_status_leave_it_false(tmp_path, key, enforced):
     bench = prepared(tmp_path, key)
     (bench.work / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\n")
     bench.script(
         {"actions": [{"git": ["status"]}, {"git": ["log", "--oneline"]}, {"git": ["diff"]}]}
     )
-    run = bench.relay(RELAYS[key])
+    run = bench.relay(RELAYS[key], env=bench.fake.env(**({} if enforced else DETECT_ONLY)))
     assert run.result["readOnlyViolation"] is False, run.result
     assert "readOnlyChanges" not in run.result
     assert "readOnlyUnverified" not in run.result
@@ -81,14 +82,14 @@ def test_reading_and_git_status_leave_it_false(tmp_path, key):
 def test_a_work_tree_change_is_named(tmp_path):
     bench = prepared(tmp_path, "codex")
     bench.script({"actions": [{"write": ["new.txt", "x"]}, {"append": ["tracked.txt", "y"]}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyChanges"] == ["new.txt", "tracked.txt"]
 
 
 def test_too_many_ignored_files_is_null_with_the_reason(tmp_path):
     bench = prepared(tmp_path, "codex")
     bench.script({})
-    env = bench.fake.env(DELEGATE_RELAY_IGNORED_BUDGET="1")
+    env = bench.fake.env(DELEGATE_RELAY_IGNORED_BUDGET="1", **DETECT_ONLY)
     run = bench.relay("--read-only", env=env)
     assert run.result["readOnlyViolation"] is None, run.result
     assert run.result["readOnlyUnverified"] == "more than 1 ignored files to fingerprint"
@@ -98,10 +99,14 @@ def test_too_many_ignored_files_is_null_with_the_reason(tmp_path):
 def test_a_change_is_still_true_when_the_ignored_tree_is_over_budget(tmp_path):
     bench = prepared(tmp_path, "codex")
     bench.script({"actions": [{"git": ["branch", "elsewhere"]}]})
-    env = bench.fake.env(DELEGATE_RELAY_IGNORED_BUDGET="1")
+    env = bench.fake.env(DELEGATE_RELAY_IGNORED_BUDGET="1", **DETECT_ONLY)
     run = bench.relay("--read-only", env=env)
     assert run.result["readOnlyViolation"] is True
-    assert run.result["readOnlyChanges"] == ["ref refs/heads/elsewhere"]
+    assert run.result["readOnlyChanges"] == [
+        "ref refs/heads/elsewhere",
+        ".git/logs/refs/heads/elsewhere",
+        ".git/refs/heads/elsewhere",
+    ]
 
 
 def test_a_linked_worktree_watches_the_shared_config_and_its_own_head(tmp_path):
@@ -112,6 +117,6 @@ def test_a_linked_worktree_watches_the_shared_config_and_its_own_head(tmp_path):
     git(bench.work, "worktree", "add", "-q", str(linked), "-b", "side")
     bench.work = linked
     bench.script({"actions": [{"git": ["config", "core.hooksPath", "/tmp/evil"]}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True
     assert "../work/.git/config" in run.result["readOnlyChanges"], run.result

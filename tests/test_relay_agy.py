@@ -7,7 +7,7 @@ import signal
 
 import pytest
 from conftest import commit_all, fleet_doc, git, make_repo, write_json
-from relaykit import BRIEF, Bench, adapter, argv_of, finish, read_pid
+from relaykit import BRIEF, DETECT_ONLY, Bench, adapter, argv_of, finish, read_pid
 
 from delegate_skills.relay.engine import Relay
 
@@ -142,7 +142,6 @@ def test_lane_timeout_wins_over_the_print_timeout_default(bench, global_config):
     ("lane_flags", "middle", "read_only", "dangerous"),
     [
         ([], ["--effort", "high", "--mode", "plan"], True, False),
-        (["--dangerously-skip-permissions"], ["--effort", "high", "--dangerously-skip-permissions"], False, True),
         (["--effort", "low"], ["--effort", "low", "--mode", "plan"], True, False),
     ],
 )  # fmt: skip
@@ -152,6 +151,21 @@ def test_review_lane(bench, global_config, lane_flags, middle, read_only, danger
     assert argv_of(bench, "--lane", "review", *lane_flags) == [*fresh(bench), *middle, *tail(bench)]
     result = bench.result
     assert (result["readOnly"], result["dangerouslySkipPermissions"]) == (read_only, dangerous)
+
+
+def test_a_read_only_lane_refuses_the_flag_that_would_widen_it(bench, global_config):
+    """The Node relay lets --dangerously-skip-permissions win over a read-only lane; ours refuses."""
+    lane = {"implementer": "agy", "effort": "high", "readOnly": True}
+    write_json(global_config, fleet_doc({"review": lane}))
+    run = bench.relay("--lane", "review", "--dangerously-skip-permissions")
+    assert run.code == 2
+    assert run.err == (
+        "relay: lane review is read-only, and --dangerously-skip-permissions would let "
+        "Antigravity write; a read-only lane is a policy: drop the flag, or dispatch through "
+        "a lane that may write\n"
+    )
+    assert not bench.out.exists()
+    assert bench.fake.calls() == []
 
 
 def test_lane_effort_outside_the_list_is_refused(bench, global_config):
@@ -387,7 +401,7 @@ def test_read_only_user_write_trips_the_wire(bench):
     (bench.work / "tracked.txt").write_text("x\n")
     commit_all(bench.work)
     bench.script({"actions": [{"write": ["user-change.txt", "x"]}, {"stdout": "done\n"}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True
     assert "readOnlyViolation" not in bench.relay().result
 
@@ -426,7 +440,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "effort", "project",
         "sandbox", "readOnly", "dangerouslySkipPermissions", "resumed", "agyVersion",
         "projectId", "conversationId", "startedAt", "finishedAt", "briefPath", "finalPath",
-        "logPath", "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles",
+        "logPath", "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes",
     ]  # fmt: skip
     assert not os.path.exists(bench.out / "events.jsonl")
 
@@ -441,7 +455,7 @@ def test_abort_of_a_read_only_run_reports_the_late_write(bench):
             "actions": [{"pid_file": str(bench.pid_file("child.pid"))}, {"wait": "forever"}],
         }
     )
-    proc = bench.start("--read-only")
+    proc = bench.start("--read-only", env=bench.fake.env(**DETECT_ONLY))
     read_pid(bench.pid_file("child.pid"))
     proc.send_signal(signal.SIGTERM)
     code, out, _err = finish(proc)

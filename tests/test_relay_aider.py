@@ -405,7 +405,10 @@ def test_missing_binary_writes_the_result_with_an_error(bench):
         None,
     )
     assert result["error"] == "`aider` was not found on PATH; nothing was dispatched"
-    assert list(result)[-3:] == ["finalMessage", "touchedFiles", "error"]
+    assert list(result)[-5:] == [
+        "finalMessage", "touchedFiles", "changes", "changesUnavailable", "error"
+    ]  # fmt: skip
+    assert (result["changes"], result["changesUnavailable"]) == (None, "Aider was not started")
     assert bench.fake.calls() == []
 
 
@@ -449,6 +452,6 @@ def test_result_field_order(bench):
     assert list(bench.result) == [
         "schema", "lane", "laneSource", "tool", "workdir", "model", "editFormat", "readOnly",
         "resumed", "aiderVersion", "startedAt", "finishedAt", "briefPath", "finalPath",
-        "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles",
+        "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes",
     ]  # fmt: skip
     assert bench.result["tool"] == "aider"

@@ -252,7 +252,7 @@ def test_result_field_order(bench):
         "autoApprove", "clineVersion", "startedAt", "finishedAt", "briefPath", "finalPath",
         "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
         "actualProvider", "actualModel", "usage", "finishReason", "durationMs", "finalMessage",
-        "touchedFiles",
+        "touchedFiles", "changes",
     ]  # fmt: skip
 
 
@@ -260,7 +260,7 @@ def test_failed_result_field_order(bench):
     bench.script({"actions": [{"stdout": lines(run_result("error"))}]})
     bench.relay("--plan")
     assert list(bench.result)[-5:] == [
-        "finalMessage", "touchedFiles", "readOnlyViolation", "stderrTail", "error",
+        "finalMessage", "touchedFiles", "changes", "readOnlyViolation", "stderrTail", "error",
     ]  # fmt: skip
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import commit_all, fleet_doc, git, write_json
 from delegate_skills.relays import commandcode
 from fakes import Fake, alive, relay, wait_for
-from relaykit import BRIEF, Bench, adapter, finish, read_pid
+from relaykit import BRIEF, DETECT_ONLY, Bench, adapter, finish, read_pid
 
 from delegate_skills.relay.engine import Relay
 from delegate_skills.relay.options import Usage
@@ -428,7 +428,7 @@ def test_read_only_verdicts_and_lines(bench):
         "paths are not covered)" in run.out
     )
     bench.script({"actions": [{"write": ["sneaked.txt", "x\n"]}]})
-    run = run_cc(bench, "--read-only")
+    run = run_cc(bench, "--read-only", **DETECT_ONLY)
     assert run.result["readOnlyViolation"] is True
     assert "read-only check: FAILED" in run.out
     run = run_cc(bench)
@@ -486,7 +486,7 @@ def test_result_field_order(bench):
         "effort", "maxTurns", "session", "continueLast", "cleanEnv", "keepEnv",
         "commandCodeVersion", "startedAt", "finishedAt", "briefPath", "eventsPath", "finalPath",
         "status", "exitCode", "signal", "sessionId", "resultLine", "resultSubtype",
-        "stopReason", "usage", "durationMs", "finalMessage", "touchedFiles",
+        "stopReason", "usage", "durationMs", "finalMessage", "touchedFiles", "changes",
         "readOnlyViolation",
     ]  # fmt: skip
 

@@ -256,6 +256,6 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "effort", "readOnly",
         "allowAllTools", "resumed", "sessionId", "copilotVersion", "startedAt", "finishedAt",
         "briefPath", "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal",
-        "finalMessage", "touchedFiles",
+        "finalMessage", "touchedFiles", "changes",
     ]  # fmt: skip
     assert bench.result["tool"] == "copilot"

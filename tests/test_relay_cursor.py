@@ -247,5 +247,5 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "readOnly", "force",
         "sandbox", "resumed", "cursorAgentVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
-        "resolvedModel", "permissionMode", "usage", "finalMessage", "touchedFiles",
+        "resolvedModel", "permissionMode", "usage", "finalMessage", "touchedFiles", "changes",
     ]  # fmt: skip

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 
 @pytest.fixture
@@ -293,11 +293,14 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "autonomy", "model", "effort",
         "resumeLast", "grokVersion", "startedAt", "finishedAt", "briefPath", "eventsPath",
         "finalPath", "status", "exitCode", "signal", "sessionId", "finalMessage", "usage",
-        "touchedFiles",
+        "touchedFiles", "changes",
     ]  # fmt: skip
     bench.script({"exit": 3})
-    bench.relay("--read-only")
-    assert list(bench.result)[-4:] == ["usage", "touchedFiles", "readOnlyViolation", "stderrTail"]
+    bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
+    assert list(bench.result)[-7:] == [
+        "usage", "touchedFiles", "changes", "readOnlyViolation", "readOnlyEnforced",
+        "readOnlyUnenforced", "stderrTail",
+    ]  # fmt: skip
 
 
 def test_grok_vanishing_after_its_probe_is_a_failed_run(bench):

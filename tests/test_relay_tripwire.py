@@ -14,6 +14,7 @@ import pytest
 from conftest import commit_all, git, make_repo
 from relaykit import (
     ALL_RELAYS,
+    DETECT_ONLY,
     NO_READ_ONLY,
     READ_ONLY_FLAG,
     RELAYS,
@@ -68,7 +69,7 @@ def test_clean_read_only_run_is_false(tmp_path, key):
     bench = prepared(tmp_path, key)
     bench.script({})
     result = bench.relay(read_only_flag(key)).result
-    assert result["readOnlyViolation"] is False
+    assert result["readOnlyViolation"] is False, result
 
 
 #: The relays whose write runs still carry `"readOnlyViolation": null` ("the question
@@ -112,7 +113,7 @@ def test_write_runs_do_not_report_it(tmp_path, key):
 def test_a_change_is_true(tmp_path, key, action):
     bench = prepared(tmp_path, key)
     bench.script({"actions": [action]})
-    run = bench.relay(read_only_flag(key))
+    run = bench.relay(read_only_flag(key), env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True, run
     assert "git-visible change was detected" in run.out
 
@@ -123,7 +124,8 @@ def test_edit_to_an_already_dirty_file_is_true(tmp_path, key):
     (bench.work / "tracked.txt").write_text("dirty before the run\n")
     (bench.work / "untracked.txt").write_text("also dirty\n")
     bench.script({"actions": [{"append": ["untracked.txt", "more\n"]}]})
-    assert bench.relay(read_only_flag(key)).result["readOnlyViolation"] is True
+    run = bench.relay(read_only_flag(key), env=bench.fake.env(**DETECT_ONLY))
+    assert run.result["readOnlyViolation"] is True
 
 
 @pytest.mark.parametrize("key", READ_ONLY_RELAYS)
@@ -138,7 +140,7 @@ def test_artifacts_inside_the_repo_do_not_trip_it(tmp_path, key):
 def test_outside_git_is_null(tmp_path, key):
     bench = Bench(tmp_path, key, repo=False)
     bench.script({})
-    run = bench.relay(read_only_flag(key))
+    run = bench.relay(read_only_flag(key), env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is None
     assert "could not be verified" in run.out
 
@@ -147,7 +149,7 @@ def test_outside_git_is_null(tmp_path, key):
 def test_without_git_on_path_it_is_null(tmp_path, key):
     bench = prepared(tmp_path, key)
     bench.script({})
-    env = {**bench.fake.env(), "PATH": str(bench.fake.bin)}
+    env = {**bench.fake.env(), "PATH": str(bench.fake.bin)}  # no git, and no bwrap either
     assert bench.relay(read_only_flag(key), env=env).result["readOnlyViolation"] is None
 
 
@@ -160,23 +162,40 @@ def test_a_dirty_submodule_makes_it_null(tmp_path):
     commit_all(bench.work)
     (bench.work / "sub" / "f.txt").write_text("dirty inside the submodule\n")
     bench.script({})
-    assert bench.relay("--read-only").result["readOnlyViolation"] is None
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
+    assert run.result["readOnlyViolation"] is None
+    assert run.result["readOnlyUnverified"] == (
+        "submodules or nested repositories (sub) are not fingerprinted inside"
+    )
 
 
 def test_an_unreadable_dirty_path_makes_it_null(tmp_path):
-    if os.geteuid() == 0:
-        # root reads everything; use an invalid UTF-8 name git reports but we cannot key on.
-        bench = prepared(tmp_path, "codex")
-        (bench.work / os.fsdecode(b"bad-\xff.txt")).write_text("x")
-        bench.script({})
-        assert bench.relay("--read-only").result["readOnlyViolation"] is None
-        return
     bench = prepared(tmp_path, "codex")
-    secret = bench.work / "secret.txt"
-    secret.write_text("x")
-    secret.chmod(0)
+    if os.geteuid() == 0:
+        # root reads everything: a nested repository with no commit cannot be snapshotted.
+        make_repo(bench.work / "empty-nested")
+        (bench.work / "empty-nested" / "f.txt").write_text("x")
+        why = "'empty-nested/' does not have a commit checked out"
+    else:
+        secret = bench.work / "secret.txt"
+        secret.write_text("x")
+        secret.chmod(0)
+        why = "secret.txt"
     bench.script({})
-    assert bench.relay("--read-only").result["readOnlyViolation"] is None
+    result = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY)).result
+    assert result["readOnlyViolation"] is None
+    assert result["readOnlyUnverified"].startswith("part of the work tree could not be read (")
+    assert why in result["readOnlyUnverified"]
+
+
+def test_a_file_whose_name_is_not_utf8_is_covered(tmp_path):
+    bench = prepared(tmp_path, "codex")
+    name = os.fsdecode(b"bad-\xff.txt")
+    (bench.work / name).write_text("x")
+    bench.script({"actions": [{"append_hex_name": [b"bad-\xff.txt".hex(), "more"]}]})
+    result = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY)).result
+    assert result["readOnlyViolation"] is True
+    assert result["readOnlyChanges"] == [name]
 
 
 # ---------------------------------------------------------------- what the tripwire sees
@@ -198,7 +217,7 @@ def porcelain(bench: Bench) -> str:
 
 def read_only_run(bench: Bench, actions: list) -> dict:
     bench.script({"actions": actions})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.code == 0, run
     return run.result
 
@@ -215,7 +234,7 @@ def test_staging_an_already_dirty_file_is_true(tmp_path):
     bench = dirty(tmp_path)
     result = read_only_run(bench, [{"git": ["add", "tracked.txt"]}])
     assert result["readOnlyViolation"] is True
-    assert result["readOnlyChanges"] == ["tracked.txt", "index"]
+    assert result["readOnlyChanges"] == ["index"]  # the work tree's bytes are as they were
 
 
 def test_restaging_a_file_whose_status_and_bytes_come_back_the_same_is_true(tmp_path):
@@ -234,7 +253,7 @@ def test_restaging_a_file_whose_status_and_bytes_come_back_the_same_is_true(tmp_
     )
     assert porcelain(bench) == "MM tracked.txt\n"
     assert result["readOnlyViolation"] is True
-    assert result["readOnlyChanges"] == ["tracked.txt", "index"]
+    assert result["readOnlyChanges"] == ["index"]
 
 
 def test_a_rename_whose_origin_changes_is_true(tmp_path):

@@ -303,7 +303,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "profile",
         "snapshotDisabled", "resumed", "ozVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "runId",
-        "runUrl", "conversationId", "finalMessage", "touchedFiles",
+        "runUrl", "conversationId", "finalMessage", "touchedFiles", "changes",
     ]  # fmt: skip
     assert (bench.result["tool"], bench.result["ozVersion"]) == ("oz", "fake-cli 0.0.0")
 
@@ -315,5 +315,6 @@ def test_failed_result_field_order(bench):
         "conversationId",
         "finalMessage",
         "touchedFiles",
+        "changes",
         "stderrTail",
     ]

@@ -442,7 +442,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "workdir", "mode", "readOnly", "disallowedTools",
         "resumeLast", "session", "zcodeVersion", "zcodeSource", "zcodePath", "startedAt",
         "finishedAt", "briefPath", "outputPath", "finalPath", "status", "exitCode", "signal",
-        "sessionId", "finalMessage", "touchedFiles", "readOnlyViolation", "usage",
+        "sessionId", "finalMessage", "touchedFiles", "changes", "readOnlyViolation", "usage",
         "contextWindow",
     ]  # fmt: skip
 
@@ -451,6 +451,6 @@ def test_plan_result_field_order(bench):
     bench.script({"actions": [{"stdout": "garbled"}], "exit": 4})
     run_zcode(bench, "--read-only")
     assert list(bench.result)[-8:] == [
-        "sessionId", "finalMessage", "touchedFiles", "readOnlyViolation", "usage",
+        "sessionId", "finalMessage", "touchedFiles", "changes", "readOnlyViolation", "usage",
         "contextWindow", "parseWarning", "stderrTail",
     ]  # fmt: skip

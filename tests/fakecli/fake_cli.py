@@ -52,6 +52,8 @@ def grandchild(spec):
     import subprocess
 
     code = "import os, signal, time\n"
+    if spec.get("setsid"):
+        code += "os.setsid()\n"  # a daemon: out of the process group and the session
     if spec.get("ignore_term"):
         code += "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     elif spec.get("term_write"):
@@ -62,16 +64,22 @@ def grandchild(spec):
             f"    with open({path!r}, 'w') as f: f.write({content!r})\n"
             "    os._exit(0)\n"
             "signal.signal(signal.SIGTERM, stop)\n"
-            "os.write(1, b'r')\n"
         )
+    handshake = spec.get("term_write") or spec.get("setsid")
+    if handshake:
+        code += "os.write(1, b'r')\n"  # set up: the fake goes on only now
+    if spec.get("late_write"):
+        # A daemon that writes once its parent is long gone.
+        path, content, delay = spec["late_write"]
+        code += f"time.sleep({delay!r})\nopen({path!r}, 'w').write({content!r})\n"
     code += "while True: time.sleep(3600)\n"
     stdio = None if spec.get("hold_pipes") else subprocess.DEVNULL
-    ready = subprocess.PIPE if spec.get("term_write") else stdio
+    ready = subprocess.PIPE if handshake else stdio
     proc = subprocess.Popen(
         [sys.executable, "-S", "-c", code], stdin=subprocess.DEVNULL, stdout=ready, stderr=stdio
     )
-    if spec.get("term_write"):
-        proc.stdout.read(1)  # its handler is in place
+    if handshake:
+        proc.stdout.read(1)
         proc.stdout.close()
     if spec.get("pid_file"):
         with open(spec["pid_file"], "w") as handle:
@@ -132,6 +140,15 @@ def act(action):
         os.unlink(action["unlink"])
     elif "mkdir" in action:
         os.makedirs(action["mkdir"])
+    elif "rmdir" in action:
+        os.rmdir(action["rmdir"])
+    elif "rewrite_keep_mtime" in action:
+        # Same bytes count, different bytes, and the old times put back.
+        path, content = action["rewrite_keep_mtime"]
+        info = os.stat(path)
+        with open(path, "w") as handle:
+            handle.write(content)
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
     elif "chmod" in action:
         path, mode = action["chmod"]
         os.chmod(path, int(mode, 8))

@@ -366,7 +366,10 @@ def runs_list(roots: tuple[str, ...], as_json: bool) -> None:
     """Runs under the default artifact root (and each --root), newest first."""
     from ..relay import runs as runs_module
 
-    found = runs_module.list_runs([*runs_module.default_roots(), *roots])
+    def warn(line: str) -> None:
+        click.echo(f"delegate: {line}", err=True)
+
+    found = runs_module.list_runs([*runs_module.default_roots(), *roots], warn)
     if _wants_json(as_json):
         click.echo(jsjson.stringify({"runs": found}, 2))
         return
@@ -485,6 +488,68 @@ def runs_discard(out_dir: str, force: bool, as_json: bool) -> None:
     from ..relay import landing
 
     _emit(landing.discard(out_dir, force), as_json, discard_text)
+
+
+@runs.command("diff")
+@click.argument("run", metavar="RUN")
+@click.option("--stat", "mode", flag_value="stat", help="A diffstat instead of the patch.")
+@click.option("--name-only", "mode", flag_value="name-only", help="Only the changed paths.")
+@click.option("--color/--no-color", "color", default=None, help="Colour (default: on a terminal).")
+def runs_diff(run: str, mode: str | None, color: bool | None) -> None:
+    """What RUN itself changed: the patch from its change record (new files included).
+
+    RUN is a run directory or a run id. The patch is the run's own, however the
+    work tree moved on since; on a terminal it is coloured and paged like git.
+    """
+    from ..relay import rundiff
+
+    tty = sys.stdout.isatty()
+    data = rundiff.diff(run, mode or "patch", tty if color is None else color)
+    if tty and data.count(b"\n") > 40:
+        _page(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def _page(data: bytes) -> None:
+    """Show `data` through the user's pager ($PAGER, else less -FRX), as git does."""
+    import shlex
+    import subprocess
+
+    pager = os.environ.get("GIT_PAGER") or os.environ.get("PAGER") or "less -FRX"
+    try:
+        proc = subprocess.Popen(shlex.split(pager), stdin=subprocess.PIPE)
+    except (OSError, ValueError):
+        sys.stdout.buffer.write(data)
+        return
+    try:
+        proc.communicate(data)
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+
+
+def undo_text(report: dict) -> str:
+    if not report["restored"]:
+        return f"nothing to undo: the run changed no file ({report['outDir']})"
+    what = "its apply into" if report["undid"] == "apply" else "its change in"
+    lines = [f"took back {what} {report['workTree']} ({len(report['restored'])} path(s)):"]
+    lines += [f"  {path}" for path in report["restored"]]
+    return "\n".join(lines)
+
+
+@runs.command("undo")
+@click.argument("run", metavar="RUN")
+@JSON_OPTION
+def runs_undo(run: str, as_json: bool) -> None:
+    """Take back exactly what RUN changed, while every path it touched holds what it left.
+
+    For a worktree run that was applied, the apply is taken back in the source.
+    A path changed since the run is named and nothing is changed (exit 2).
+    """
+    from ..relay import rundiff
+
+    _emit(rundiff.undo(run), as_json, undo_text)
 
 
 # ---------------------------------------------------------------- fanout

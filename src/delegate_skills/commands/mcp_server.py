@@ -56,7 +56,12 @@ def run_cli(*args: str, ok_codes: tuple[int, ...] | None = (0,)) -> str:
 
 
 def _cwd_args(cwd: str | None) -> list[str]:
-    return ["--cwd", cwd] if cwd else []
+    return [f"--cwd={cwd}"] if cwd else []
+
+
+def operand(value: str) -> list[str]:
+    """A positional argument that can never be read as an option (`--help` included)."""
+    return ["--", value]
 
 
 def relay_args(args: list[str] | None, worktree: bool) -> list[str]:
@@ -148,11 +153,18 @@ def start_relay(implementer: str, brief: str, cd: str, lane: str | None, args: l
     the run is on its way); a relay that exits first, on a usage error for
     example, raises CommandFailed with what it printed.
     """
+    from .. import registry
     from ..relay.rundir import default_root, ensure_private_root
 
+    if registry.get(implementer) is None:
+        raise CommandFailed(
+            f"unknown implementer {implementer!r} (one of: {', '.join(registry.KEYS)})"
+        )
     for arg in args:
         if arg in RESERVED_FLAGS:
             raise CommandFailed(f"{arg} is set by the dispatch tool; leave it out of args")
+    if lane is not None and (not lane or lane.startswith("-")):
+        raise CommandFailed(f"lane {lane!r} is not a lane name")
     if not os.path.isdir(cd):
         raise CommandFailed(f"cd is not a directory: {cd}")
     out_dir = _dispatch_dir(cd)
@@ -242,7 +254,7 @@ def build_server():
     @server.tool()
     def config_validate(file: str) -> str:
         """Check a delegate-fleet.v1 file without writing anything (`delegate config validate`)."""
-        return call("config", "validate", file)
+        return call("config", "validate", *operand(file))
 
     @server.tool()
     def lane_list(cwd: str | None = None) -> str:
@@ -253,7 +265,7 @@ def build_server():
     def lane_resolve(lane: str, implementer: str, cwd: str | None = None) -> str:
         """The dials a lane gives an implementer's relay (`delegate lane resolve`)."""
         return call(
-            "lane", "resolve", "--lane", lane, "--implementer", implementer, *_cwd_args(cwd)
+            "lane", "resolve", f"--lane={lane}", f"--implementer={implementer}", *_cwd_args(cwd)
         )
 
     @server.tool()
@@ -262,7 +274,7 @@ def build_server():
         return call(
             "doctor",
             "--json",
-            *(["--lane", lane] if lane else []),
+            *([f"--lane={lane}"] if lane else []),
             *_cwd_args(cwd),
             ok_codes=(0, 1),
         )
@@ -321,20 +333,30 @@ def build_server():
     @server.tool()
     def runs_list(roots: list[str] | None = None) -> str:
         """Relay runs, newest first, with their status (`delegate runs list --json`)."""
-        extra = [part for root in roots or [] for part in ("--root", root)]
+        extra = [f"--root={root}" for root in roots or []]
         return call("runs", "list", "--json", *extra)
 
     # `outDir`: the name dispatch and runs_list return it under, one spelling.
     @server.tool()
     def runs_show(outDir: str) -> str:
         """One run's state and result (`delegate runs show --json`)."""
-        return call("runs", "show", outDir, "--json")
+        return call("runs", "show", "--json", *operand(outDir))
+
+    @server.tool()
+    def runs_diff(outDir: str, stat: bool = False, nameOnly: bool = False) -> str:
+        """What that run itself changed, as a patch, from its change record (`delegate runs diff`).
+
+        `outDir` is the run's directory or run id. New and binary files are in
+        the patch; `stat` gives a diffstat, `nameOnly` only the paths. Read-only.
+        """
+        mode = ["--stat"] if stat else ["--name-only"] if nameOnly else []
+        return call("runs", "diff", *mode, "--no-color", *operand(outDir))
 
     @server.tool()
     def runs_wait(outDir: str, timeout: str | None = None) -> str:
         """Wait until a run has a result (or is lost); `timeout` as h/m/s (`delegate runs wait`)."""
-        extra = ["--timeout", timeout] if timeout else []
-        return call("runs", "wait", outDir, "--json", *extra, ok_codes=None)
+        extra = [f"--timeout={timeout}"] if timeout else []
+        return call("runs", "wait", "--json", *extra, *operand(outDir), ok_codes=None)
 
     return server
 
@@ -351,6 +373,7 @@ TOOL_COMMANDS = {
     "fanout": "delegate fanout --json",
     "runs_list": "delegate runs list --json",
     "runs_show": "delegate runs show --json",
+    "runs_diff": "delegate runs diff",
     "runs_wait": "delegate runs wait --json",
 }
 

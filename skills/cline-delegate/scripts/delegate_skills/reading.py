@@ -97,7 +97,7 @@ def read_json_object(path: str, limit: int) -> dict | None:
     try:
         raw = read_limited(path, limit)
         value = json.loads(raw) if raw is not None else None
-    except (UserError, ValueError):
+    except (UserError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

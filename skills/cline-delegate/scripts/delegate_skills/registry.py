@@ -628,7 +628,11 @@ def parse_timeout_ms(value: str) -> int | None:
     groups = duration_parts(value)
     if groups is None or not any(groups):
         return None
-    hours, minutes, seconds = (int(g or 0) for g in groups)
+    # Past 15 significant digits any group is out of range; int() of thousands
+    # of digits would also refuse to convert them at all.
+    if any(len((g or "").lstrip("0")) > 15 for g in groups):
+        return None
+    hours, minutes, seconds = (int((g or "").lstrip("0") or "0") for g in groups)
     ms = (hours * 3600 + minutes * 60 + seconds) * 1000
     if ms <= 0 or ms > MAX_TIMER_MS:
         return None

@@ -1,8 +1,18 @@
-"""What git says about a directory: its work tree, its git dir, its changes.
+"""What git says about a directory, asked so that the repository cannot answer with a command.
 
-These sit on the dispatch path, so each question is one `git` process. A
-directory git cannot speak for (not a repository, git missing, a repository
-git refuses to open, git hanging) gives None, never an exception.
+Every git we start runs in its own process group, with the configuration
+that would run a program of the repository's choosing switched off: no
+fsmonitor, no hooks, no pager, no automatic gc, no replace refs, no optional
+locks (so `git status` never rewrites the user's index). Variables that would
+point git at another repository, index or object store are dropped from its
+environment. A directory git cannot speak for (not a repository, git missing,
+a repository git refuses to open, git hanging) gives None, never an exception.
+
+`BoundGit` goes further for the commands the relay runs after an
+implementer had the repository to itself: it names the git dir and work tree
+that were resolved before the run (a swapped `.git` file is not followed),
+and empties every clean/smudge/process filter and merge driver the
+configuration defines, so nothing the run wrote into a config is executed.
 """
 
 from __future__ import annotations
@@ -13,20 +23,57 @@ import subprocess
 
 GIT_TIMEOUT_S = 10
 
+#: `-c` settings on every git we run: nothing the repository configures is executed.
+SAFE_CONFIG = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "gc.auto=0",
+    "maintenance.auto=false",
+)
+#: Variables that would send git to another repository, index or object store,
+#: or have it run a program: never passed to the git we start.
+REDIRECTING = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+    "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+    "GIT_REPLACE_REF_BASE", "GIT_QUARANTINE_PATH", "GIT_PREFIX",
+)  # fmt: skip
+QUIET = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
+
+
+def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a git we start: ours, less REDIRECTING, plus QUIET and `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING}
+    env.update(QUIET)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git_argv(cwd: str, args: tuple[str, ...] | list[str]) -> list[str]:
+    argv = ["git"]
+    for setting in SAFE_CONFIG:
+        argv += ["-c", setting]
+    return [*argv, "-C", cwd, *args]
+
 
 class RepoPaths:
-    __slots__ = ("git_dir", "toplevel")
+    __slots__ = ("common_dir", "git_dir", "toplevel")
 
-    def __init__(self, toplevel: str | None, git_dir: str | None) -> None:
+    def __init__(
+        self, toplevel: str | None, git_dir: str | None, common_dir: str | None = None
+    ) -> None:
         self.toplevel = toplevel
         self.git_dir = git_dir
+        self.common_dir = common_dir or git_dir
 
 
 def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
     """stdout of `git -C cwd args…`, or None when git fails, is missing or hangs.
 
     git runs in its own process group, so a hang is ended with everything it
-    started (a credential helper, a pager, an fsmonitor).
+    started.
     """
     proc = start_git(cwd, *args)
     if proc is None:
@@ -40,14 +87,15 @@ def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | Non
     return out if proc.returncode == 0 else None
 
 
-def start_git(cwd: str, *args: str) -> subprocess.Popen | None:
+def start_git(cwd: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen | None:
     """`git -C cwd args…` in its own process group, stdout piped; None if it cannot start."""
     try:
         return subprocess.Popen(
-            ["git", "-C", cwd, *args],
+            git_argv(cwd, args),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            env=env or git_env(),
             start_new_session=True,
         )
     except OSError:
@@ -62,19 +110,39 @@ def kill_git(proc: subprocess.Popen) -> None:
         pass
 
 
+def _one_answer(out: bytes) -> str | None:
+    """One path git printed, less the newline git adds (a path may hold newlines itself)."""
+    text = os.fsdecode(out[:-1] if out.endswith(b"\n") else out)
+    return text or None
+
+
 def repo_paths(cwd: str) -> RepoPaths:
-    """The work tree root and absolute git dir of `cwd` (both None outside a work tree).
+    """The work tree root, absolute git dir and common git dir of `cwd` (None outside one).
 
     The git dir is the one `git rev-parse --absolute-git-dir` names: a linked
-    worktree and a submodule each have their own.
+    worktree and a submodule each have their own; the common dir holds what
+    they share (objects, refs). One git answers the three questions; a path
+    that holds a newline makes the answer ambiguous, and each is asked alone.
     """
-    out = run_git(cwd, "rev-parse", "--show-toplevel", "--absolute-git-dir")
+    questions = ("--show-toplevel", "--absolute-git-dir", "--git-common-dir")
+    out = run_git(cwd, "rev-parse", *questions)
     if out is None:
         return RepoPaths(None, None)
     lines = os.fsdecode(out).split("\n")
-    if len(lines) < 2 or not lines[0] or not lines[1]:
+    if lines[-1] == "":
+        lines.pop()
+    if len(lines) != len(questions):
+        answers = [run_git(cwd, "rev-parse", q) for q in questions]
+        if any(answer is None for answer in answers):
+            return RepoPaths(None, None)
+        lines = [_one_answer(answer) or "" for answer in answers]
+    if not all(lines):
         return RepoPaths(None, None)
-    return RepoPaths(lines[0], lines[1])
+    top, git_dir, common = lines
+    # --git-common-dir is relative to cwd unless it is elsewhere (git 2.31's
+    # --path-format=absolute would say it whole, and older gits lack it).
+    common = os.path.join(os.path.abspath(cwd), common)
+    return RepoPaths(os.path.normpath(top), os.path.normpath(git_dir), os.path.normpath(common))
 
 
 class GitOutcome:
@@ -99,21 +167,23 @@ class GitOutcome:
         return "git did not answer in time" if self.code is None else f"git exited {self.code}"
 
 
-def git_outcome(
-    cwd: str,
-    *args: str,
+def run_argv(
+    argv: list[str],
+    *,
+    cwd: str | None = None,
     env: dict[str, str] | None = None,
     input: bytes | None = None,
     timeout: float = GIT_TIMEOUT_S,
 ) -> GitOutcome:
-    """Run `git -C cwd args…` (in its own process group) and keep both streams."""
+    """Run a git command line (in its own process group) and keep both streams."""
     try:
         proc = subprocess.Popen(
-            ["git", "-C", cwd, *args],
+            argv,
+            cwd=cwd,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
+            env=env or git_env(),
             start_new_session=True,
         )
     except OSError as problem:
@@ -125,3 +195,71 @@ def git_outcome(
         proc.communicate()
         return GitOutcome(None, b"", b"")
     return GitOutcome(proc.returncode, out, err)
+
+
+def git_outcome(
+    cwd: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+    timeout: float = GIT_TIMEOUT_S,
+) -> GitOutcome:
+    """Run `git -C cwd args…` and keep both streams. `env` adds to git_env()."""
+    return run_argv(git_argv(cwd, args), env=git_env(env), input=input, timeout=timeout)
+
+
+#: Configuration keys whose value is a program git runs on file contents.
+_DRIVER_KEYS = r"^(filter\..+\.(clean|smudge|process)|merge\..+\.driver)$"
+
+
+class BoundGit:
+    """git for one work tree and git dir fixed in advance, with every configured program off."""
+
+    def __init__(self, work_tree: str, git_dir: str, env: dict[str, str] | None = None) -> None:
+        self.work_tree = work_tree
+        self.git_dir = git_dir
+        self._env = env or {}
+        self._drivers: list[str] | None = None
+
+    def argv(self, *args: str) -> list[str]:
+        argv = ["git", f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
+        for setting in (*SAFE_CONFIG, *self._driver_overrides()):
+            argv += ["-c", setting]
+        return [*argv, *args]
+
+    def _driver_overrides(self) -> list[str]:
+        """`-c` values that empty every filter and merge driver the configuration names."""
+        if self._drivers is None:
+            self._drivers = []
+            listed = run_argv(
+                ["git", f"--git-dir={self.git_dir}", "config", "-z", "--name-only",
+                 "--get-regexp", _DRIVER_KEYS],
+                cwd=self.work_tree,
+                env=git_env(self._env),
+            )  # fmt: skip
+            for raw in listed.out.split(b"\0") if listed.ok else []:
+                key = os.fsdecode(raw.strip())
+                if key:
+                    self._drivers.append(f"{key}=")
+                    if key.startswith("filter."):
+                        self._drivers.append(key.rsplit(".", 1)[0] + ".required=false")
+        return self._drivers
+
+    def run(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        input: bytes | None = None,
+        timeout: float = GIT_TIMEOUT_S,
+    ) -> GitOutcome:
+        return run_argv(
+            self.argv(*args),
+            cwd=self.work_tree,
+            env=git_env({**self._env, **(env or {})}),
+            input=input,
+            timeout=timeout,
+        )
+
+    def out(self, *args: str, **kw) -> bytes | None:
+        done = self.run(*args, **kw)
+        return done.out if done.ok else None

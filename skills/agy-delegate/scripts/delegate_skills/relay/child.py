@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 
-from . import procgroup
+from . import linux, procgroup
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False
@@ -48,9 +48,21 @@ class RelaySignals:
         self._previous: dict[int, object] = {}
 
     def install(self) -> None:
-        signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        self._previous_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         for signum in WATCHED_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._record)
+
+    def uninstall(self) -> None:
+        """Put back the handlers install() replaced (a relay run inside another program)."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+        signal.set_wakeup_fd(getattr(self, "_previous_fd", -1))
+        for fd in (self._read_fd, self._write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _record(self, signum: int, _frame) -> None:
         self.received.append(signum)
@@ -115,8 +127,11 @@ class Child:
         on_stderr: Callable[[bytes], None],
         signals: RelaySignals | None = None,
         on_tick: Callable[[], None] | None = None,
+        cgroup: str | None = None,
     ) -> None:
         self.argv = argv
+        #: The run's cgroup, which the child joins before it execs (None: none).
+        self.cgroup = cgroup
         self._on_tick = on_tick
         self._signals = signals
         self._cwd = cwd
@@ -142,7 +157,9 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=procgroup.death_signal_hook(),
+            preexec_fn=procgroup.death_signal_hook(
+                linux.cgroup_join_hook(self.cgroup) if self.cgroup else None
+            ),
         )
         for stream, handler in (
             (self.proc.stdout, self._on_stdout),
@@ -161,9 +178,8 @@ class Child:
 
     def _watch_exit(self) -> None:
         """Wake the loop the moment the child exits (Linux pidfd), when available."""
-        try:
-            self._pidfd = os.pidfd_open(self.proc.pid)
-        except (AttributeError, OSError):
+        self._pidfd = linux.pidfd_open(self.proc.pid)
+        if self._pidfd is None:
             return
         self._selector.register(self._pidfd, selectors.EVENT_READ, _EXIT)
 
@@ -184,14 +200,22 @@ class Child:
                 except OSError:
                     pass
 
+    def processes(self) -> procgroup.RunProcesses:
+        """Every process of the tree: its group, the relay's descendants, its cgroup."""
+        return procgroup.RunProcesses(
+            pgid=self.proc.pid if self.proc else None, ancestor=os.getpid(), cgroup=self.cgroup
+        )
+
     def sweep(self, grace_s: float) -> list[int]:
         """End what is left of the tree after the child exited; the pids that were left."""
-        return procgroup.sweep(self.proc.pid, grace_s) if self.proc else []
+        if self.proc is None:
+            return []
+        return self.processes().end(grace_s, keep=self.proc.pid)
 
     def kill_tree(self) -> None:
         """SIGKILL the whole tree and wait (bounded) until nothing of it runs."""
         if self.proc is not None:
-            procgroup.kill_all(self.proc.pid)
+            self.processes().kill(keep=self.proc.pid)
 
     def pump(
         self,

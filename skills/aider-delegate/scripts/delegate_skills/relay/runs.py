@@ -2,10 +2,18 @@
 
 Every relay run directory holds `run.json` from the moment the run starts
 (who is running it, for which implementer, lane and working directory) and
-`result.json` once it is over. A run without a result is `running` while its
-relay process lives; once that process is gone it is `orphaned` while a
-process of the implementer's group still runs, and `lost` when none does.
-`wait` ends an orphaned group before it reports `lost`.
+`result.json` once it is over. Both are for reading: the implementer can
+write the run directory too. What decides whether the relay still lives,
+and which processes are signalled, is the run's private record (record.py),
+found through the id run.json names and trusted only when it names this very
+directory; every pid in it is checked against its kernel start time.
+
+A run without a result is `running` while its relay process lives; once
+that process is gone it is `orphaned` while a process of the run still
+runs, and `lost` when none does. `wait` ends an orphaned run's processes
+before it reports `lost`, and returns a result only once its relay has
+exited (an aborted run's first result is written before its processes are
+gone).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import time
 
 from ..errors import UserError
 from ..reading import CONFIG_LIMIT, read_json_object
-from . import procgroup
+from . import linux, procgroup, record
 
 RUN_FILE = "run.json"
 RESULT_FILE = "result.json"
@@ -26,11 +34,8 @@ WAIT_POLL_S = 0.1
 #: live process names its directory (a relay starts one well within it).
 APPEAR_S = 1.0
 
-
-def process_start(pid: int) -> str | None:
-    """The kernel's start time of `pid` (Linux), to tell a live relay from a reused pid."""
-    fields = procgroup.stat_fields(pid)
-    return fields[19].decode() if fields and len(fields) > 19 else None
+process_start = linux.process_start
+state_dir = record.state_dir
 
 
 def run_marker(
@@ -40,14 +45,18 @@ def run_marker(
     out_dir: str,
     started_at: str,
     group: int | None = None,
+    run_id: str | None = None,
 ) -> bytes:
     """The bytes of run.json for the relay process calling this.
 
-    `group` is the implementer's process group, once it is launched.
+    `group` is the implementer's process group, once it is launched. run.json
+    is for people and tools to read; what `runs` signals or removes comes from
+    the run's private record (record.py), which `id` names.
     """
     pid = os.getpid()
     marker = {
         "schema": RUN_SCHEMA,
+        "id": run_id,
         "implementer": implementer,
         "lane": lane,
         "workdir": workdir,
@@ -68,9 +77,18 @@ def run_marker(
 RESULT_LIMIT = 16 * 1024 * 1024
 
 
-def _alive(marker: dict) -> bool:
-    pid = marker.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def pid_alive(pid: object, start: object) -> bool:
+    """Whether `pid` is alive and (where the kernel tells) still the process started at `start`."""
+    pid = _int(pid)
+    if pid is None or pid <= 1:
         return False
     try:
         os.kill(pid, 0)
@@ -78,38 +96,73 @@ def _alive(marker: dict) -> bool:
         return False
     except PermissionError:
         pass
-    recorded, now = marker.get("pidStart"), process_start(pid)
-    if recorded and now and recorded != now:
+    now = process_start(pid)
+    if isinstance(start, str) and now is not None and now != start:
         return False
-    fields = procgroup.stat_fields(pid)
-    return fields[0] != b"Z" if fields else True
+    fields = linux.stat_fields(pid)
+    return fields[0] not in (b"Z", b"X") if fields else True
 
 
-def _group(marker: dict) -> int | None:
-    """The implementer's process group when a process of it still runs, else None."""
-    group = marker.get("group")
-    if not isinstance(group, int) or isinstance(group, bool) or group <= 1:
-        return None
-    recorded, now = marker.get("groupStart"), process_start(group)
-    if recorded and now and recorded != now:
-        return None  # that pid now belongs to another process: not this run's group
-    return group if procgroup.members(group) else None
+def _relay_of(run) -> tuple[object, object]:
+    """(pid, start time) of the run's relay: from the private record where there is one."""
+    if run.private is not None:
+        relay = run.private.get("relay")
+        relay = relay if isinstance(relay, dict) else {}
+        return relay.get("pid"), relay.get("start")
+    return run.marker.get("pid"), run.marker.get("pidStart")
 
 
-#: How long `wait` gives an orphaned group between SIGTERM and SIGKILL.
+def run_processes(private: record.Record) -> procgroup.RunProcesses | None:
+    """What may be left of a run whose relay is gone, from its private record only.
+
+    The process group counts only while its leader's start time matches; the
+    cgroup only when it is one of ours; every process started with the run's
+    token in its environment counts too.
+    """
+    group = private.get("group")
+    group = group if isinstance(group, dict) else {}
+    pgid = _int(group.get("pgid"))
+    if pgid is not None and not _group_is_the_runs(pgid, group.get("start")):
+        pgid = None
+    cgroup = private.get("cgroup")
+    cgroup = cgroup if linux.is_run_cgroup(cgroup) else None
+    token = private.get("token")
+    return procgroup.RunProcesses(
+        pgid=pgid,
+        cgroup=cgroup,
+        token=f"{record.TOKEN_ENV}={token}" if isinstance(token, str) and token else None,
+    )
+
+
+def _group_is_the_runs(pgid: int, start: object) -> bool:
+    """A process group is the run's while its leader is the process recorded, or gone.
+
+    A group outlives its leader; once the leader's pid is someone else's, the
+    group (same number) is theirs.
+    """
+    now = process_start(pgid)
+    if now is None:
+        return True  # the leader is gone (or the kernel does not say): members keep the group
+    return isinstance(start, str) and now == start
+
+
+#: How long `wait` gives an orphaned run between SIGTERM and SIGKILL.
 ORPHAN_GRACE_S = 2.0
 
 
 def _parse_iso(text):
-    """A datetime for an ISO time stamp, or None."""
+    """An aware datetime for an ISO time stamp (UTC when it names no zone), or None."""
     import datetime
 
-    if not isinstance(text, str):
+    if not isinstance(text, str) or len(text) > 64:
         return None
     try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        stamp = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+    return stamp
 
 
 def _utc_now():
@@ -125,6 +178,12 @@ class Run:
         self.out_dir = os.path.abspath(out_dir)
         self.marker = read_json_object(os.path.join(self.out_dir, RUN_FILE), CONFIG_LIMIT) or {}
         self.result = self._read_result()
+        #: The private record (None for a run before records, or one never recorded).
+        self.private = (
+            record.for_out_dir(self.out_dir, self.marker.get("id"))
+            if self.marker or self.result is not None
+            else None
+        )
 
     def _read_result(self) -> dict | None:
         return read_json_object(os.path.join(self.out_dir, RESULT_FILE), RESULT_LIMIT)
@@ -134,42 +193,63 @@ class Run:
         return bool(self.marker) or self.result is not None
 
     @property
+    def id(self) -> str | None:
+        return self.private.id if self.private is not None else None
+
+    def relay_alive(self) -> bool:
+        return pid_alive(*_relay_of(self))
+
+    @property
     def status(self) -> str:
         if self.result is not None:
             return str(self.result.get("status"))
-        if self.marker and _alive(self.marker):
+        if self.exists and self.relay_alive():
             # The result may have landed between the two reads.
             self.result = self._read_result()
             return str(self.result.get("status")) if self.result else "running"
         self.result = self._read_result()
         if self.result:
             return str(self.result.get("status"))
-        return "orphaned" if self.marker and _group(self.marker) else "lost"
+        return "orphaned" if self._leftovers() else "lost"
+
+    def _leftovers(self) -> list[int]:
+        if self.private is None:
+            return []
+        processes = run_processes(self.private)
+        return processes.alive() if processes is not None else []
 
     def end_orphans(self) -> None:
-        """End what is left of the implementer's group once its relay is gone."""
-        group = _group(self.marker) if self.marker and not _alive(self.marker) else None
-        if group is not None:
-            procgroup.sweep(group, ORPHAN_GRACE_S)
+        """End what is left of the run once its relay is gone (never while it lives)."""
+        if self.private is None or self.relay_alive():
+            return
+        processes = run_processes(self.private)
+        if processes is not None:
+            processes.end(ORPHAN_GRACE_S)
+        cgroup = self.private.get("cgroup")
+        if linux.is_run_cgroup(cgroup) and not linux.cgroup_members(cgroup):
+            linux.cgroup_remove(cgroup)
 
     def summary(self) -> dict:
         result = self.result or {}
         status = self.status
         result = self.result or result
-        started = self.marker.get("startedAt") or result.get("startedAt")
-        finished = result.get("finishedAt")
+        marker = self.marker
+        started = _text(marker.get("startedAt")) or _text(result.get("startedAt"))
+        finished = _text(result.get("finishedAt"))
         begin = _parse_iso(started)
         end = _parse_iso(finished) or (_utc_now() if status == "running" else None)
         elapsed = round((end - begin).total_seconds(), 3) if begin and end else None
+        code = _int(result.get("exitCode"))
         return {
+            "id": self.id,
             "outDir": self.out_dir,
-            "implementer": self.marker.get("implementer") or result.get("tool"),
-            "lane": self.marker.get("lane", result.get("lane")),
+            "implementer": _text(marker.get("implementer")) or _text(result.get("tool")),
+            "lane": _text(marker.get("lane", result.get("lane"))),
             "status": status,
             "startedAt": started,
             "elapsedSeconds": elapsed,
-            "workdir": self.marker.get("workdir") or result.get("workdir"),
-            "exitCode": result.get("exitCode"),
+            "workdir": _text(marker.get("workdir")) or _text(result.get("workdir")),
+            "exitCode": code,
         }
 
 
@@ -191,15 +271,6 @@ INDEX_FILE = "runs-index.json"
 INDEX_VERSION = 1
 #: The most runs the index remembers (the newest).
 INDEX_LIMIT = 1000
-
-
-def state_dir() -> str:
-    """`$XDG_STATE_HOME/delegate-skills` (else ~/.local/state/delegate-skills): the run
-    index and the worktrees of --worktree runs live here."""
-    base = os.environ.get("XDG_STATE_HOME")
-    if not base or not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "delegate-skills")
 
 
 def index_path() -> str:
@@ -238,8 +309,12 @@ def remember(out_dir: str) -> None:
         pass
 
 
-def list_runs(roots: list[str]) -> list[dict]:
-    """Every run under `roots` (a root may itself be a run directory), newest first."""
+def list_runs(roots: list[str], warn=None) -> list[dict]:
+    """Every run under `roots` (a root may itself be a run directory), newest first.
+
+    A run whose files cannot be made sense of is left out; `warn` (if given)
+    is told which, in one line.
+    """
     seen, runs = set(), []
     for root in roots:
         candidates = [root]
@@ -252,15 +327,41 @@ def list_runs(roots: list[str]) -> list[dict]:
             real = os.path.realpath(path)
             if real in seen:
                 continue
-            run = Run(path)
-            if run.exists:
-                seen.add(real)
-                runs.append(run.summary())
+            try:
+                run = Run(path)
+                if not run.exists:
+                    continue
+                summary = run.summary()
+            except (OSError, ValueError, TypeError, OverflowError) as problem:
+                if warn is not None:
+                    warn(f"skipped {path}: its run.json or result.json cannot be read ({problem})")
+                continue
+            seen.add(real)
+            runs.append(summary)
     runs.sort(key=lambda r: r["startedAt"] or "", reverse=True)
     return runs
 
 
+def resolve(ref: str) -> str:
+    """The run directory `ref` names: a run directory, or a run id (or a unique prefix of one).
+
+    Raises UserError for an id that matches no run, or more than one.
+    """
+    if os.path.isdir(ref) or os.sep in ref or ref.startswith("."):
+        return ref
+    matches = record.by_prefix(ref) if ref and ref.isalnum() and ref.islower() else []
+    if len(matches) == 1:
+        out = matches[0].get("outDir")
+        if isinstance(out, str):
+            return out
+    if len(matches) > 1:
+        shown = ", ".join(m.id for m in matches[:5])
+        raise UserError(f"run id {ref} is ambiguous ({shown}…); give more of it")
+    return ref
+
+
 def show(out_dir: str) -> Run:
+    out_dir = resolve(out_dir)
     run = Run(out_dir)
     if not run.exists:
         raise UserError(f"{out_dir}: no relay run here (neither run.json nor result.json)")
@@ -270,9 +371,11 @@ def show(out_dir: str) -> Run:
 def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
     """Block until the run has a result or is lost; (run, timed_out).
 
-    A run whose relay died while its implementer's processes live on is
-    ended here, so `lost` means that nothing of the run is still running.
+    `out_dir` may be a run id. A run whose relay died while its implementer's
+    processes live on is ended here, so `lost` means that nothing of the run
+    is still running.
     """
+    out_dir = resolve(out_dir)
     started = time.monotonic()
     deadline = None if timeout_s is None else started + timeout_s
     while True:
@@ -280,7 +383,7 @@ def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
         if run.exists and run.status == "orphaned":
             run.end_orphans()
             run = Run(out_dir)  # `orphaned` still, if its processes could not be ended
-        if run.exists and run.status != "running":
+        if run.exists and run.status != "running" and not run.relay_alive():
             return run, False
         now = time.monotonic()
         if deadline is not None and now >= deadline:
@@ -296,17 +399,9 @@ def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
 def _named_by_a_process(out_dir: str) -> bool:
     """Whether a live process was given `--out-dir out_dir` (a relay still starting up)."""
     paths = {os.fsencode(out_dir), os.fsencode(os.path.abspath(out_dir))}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return False
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as handle:
-                args = handle.read().split(b"\0")
-        except OSError:
+    for proc in linux.processes():
+        args = linux.cmdline(proc.pid)
+        if args is None:
             continue
         for flag, value in itertools.pairwise(args):
             if flag == b"--out-dir" and value in paths:

@@ -78,6 +78,10 @@ class State:
         self.exited = False
         self.exit_code: int | None = None
         self.signal: str | None = None
+        #: The run's change record (changes.py), once the work tree is snapshotted.
+        self.changes = None
+        #: A private folder of the run (beside its record) for the adapter's own use.
+        self.scratch: str | None = None
 
 
 def session_lines(session_id: str | None, flag: str = "--session", label: str = "session id"):
@@ -204,8 +208,20 @@ class Adapter:
         """Refuse an explicit --out-dir before anything is written (raise Usage)."""
 
     def read_only(self, opts: dict) -> bool:
-        """Whether this run is meant to change nothing (arms the tripwire)."""
+        """Whether this run is meant to change nothing (arms the sandbox and the tripwire)."""
         return bool(opts.get("readOnly"))
+
+    def sandbox_writable(self, opts: dict) -> list[str]:
+        """Paths the CLI must write even in a read-only run, when they sit in the repository.
+
+        The run directory and the temp dir are always writable; the CLI's state
+        under $HOME is outside what the sandbox binds read-only.
+        """
+        return []
+
+    def sandbox_refusal(self, opts: dict, env: dict[str, str]) -> str | None:
+        """Why this CLI cannot run inside the read-only sandbox now (None: it can)."""
+        return None
 
     # -- launching ------------------------------------------------------------
 

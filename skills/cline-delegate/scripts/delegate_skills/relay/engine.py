@@ -1,8 +1,13 @@
 """The relay engine: one run of one implementer, from command line to result.json.
 
-    parse flags → apply the lane → check options → read the brief
-    → (signals watched from here) prepare the run directory → tripwire baseline
-    → version preflight → launch → supervise (watchdog, signals) → result + summary
+    (signals watched from here) parse flags → [worktree] → apply the lane
+    → check options → read the brief → prepare the run directory and its
+    private record → snapshot the work tree → [read-only: sandbox, tripwire
+    baseline] → version preflight → launch → supervise (watchdog, signals)
+    → end every process of the run → snapshot again → result + summary
+
+The relay is the child subreaper of everything it starts, so no process of
+a run outlives it, whatever session or group it moved to (procgroup.py).
 
 Exit codes: 2 usage error (nothing written); 127 implementer missing; 124
 version preflight hung; 128+n killed by signal n (the relay's own, when
@@ -21,6 +26,7 @@ from .. import registry
 from ..errors import UserError
 from ..jsjson import js_trim
 from ..reading import read_limited, read_stream_limited
+from . import linux
 from .adapter import Adapter, State
 from .child import Child, RelaySignals, is_missing_binary, signal_name
 from .gitstate import Tripwire, touched_files
@@ -38,6 +44,16 @@ from .rundir import FINAL, RESERVE, RESULT, RunDir, default_out_dir, iso_now
 from .scan import LineScanner, ObjectScanner, Utf8Stream
 
 PREFLIGHT_CAP_S = 10.0
+#: Option fields that decide what an implementer may write: on a read-only lane,
+#: an explicit flag that changes one of them and makes the run a write run is refused.
+PERMISSION_FIELDS = frozenset(
+    {
+        "readOnly", "sandbox", "sandboxConfigured", "dangerouslySkipPermissions", "planMode",
+        "autoApprove", "agent", "auto", "toolsAll", "autonomy", "fullAccess", "planOnly",
+        "enabledTools", "disabledTools", "approve", "allowAllTools", "force", "permissionMode",
+        "mode", "disallowedTools", "permissions", "architect", "skipTrust",
+    }
+)  # fmt: skip
 #: Seconds an aborted tree gets between SIGTERM and SIGKILL.
 ABORT_GRACE_ENV = "DELEGATE_RELAY_ABORT_GRACE"
 DEFAULT_ABORT_GRACE_S = 2.0
@@ -111,20 +127,42 @@ class Relay:
         self.summary_printed = False
         self.ticker: Ticker | None = None
         self.worktree = None
+        #: The worktree record of a --worktree run that never launched (its tree is removed).
+        self.dropped_worktree: dict | None = None
+        #: The run's private record (record.py), once the run directory exists.
+        self.record = None
+        #: The run's change record (changes.py), when the work tree is in git.
+        self.changes = None
+        self.changes_field: tuple[dict | None, str | None] | None = None
+        self.sandbox = None
+        self.cgroup: str | None = None
+        self.settled = True
+        self.paths = None
+        self.launched = False
+        self._fresh_names: list[str] = []
+        #: The implementer's command line as launched (before any sandbox prefix).
+        self.implementer_argv: list[str] | None = None
 
     # ------------------------------------------------------------ configuring
 
     def main(self, argv: list[str]) -> int:
+        # Signals are watched before anything is made (a worktree, a run
+        # directory): one that arrives at any point ends in a result.
+        self.signals = RelaySignals()
+        self.signals.install()
         try:
-            brief = self.configure(argv)
-        except HelpRequested:
-            sys.stdout.write(help_text(self.adapter))
-            sys.stdout.flush()
-            return 0
-        except Usage as problem:
-            _say(str(problem))
-            return 2
-        return self.dispatch(brief)
+            try:
+                brief = self.configure(argv)
+            except HelpRequested:
+                sys.stdout.write(help_text(self.adapter))
+                sys.stdout.flush()
+                return 0
+            except Usage as problem:
+                _say(str(problem))
+                return 2
+            return self.dispatch(brief)
+        finally:
+            self.signals.uninstall()
 
     def configure(self, argv: list[str]) -> str:
         adapter = self.adapter
@@ -140,9 +178,11 @@ class Relay:
         if adapter.has_model_flag:
             opts["model"] = None
         opts.update(adapter.defaults())
+        self._defaults = {k: list(v) if isinstance(v, list) else v for k, v in opts.items()}
         table = {flag.name: flag for flag in adapter.flag_table()}
         given: list[tuple[str, str]] = []
-        flagged = parse(argv, table, opts, given)
+        self._typed: list[str] = []
+        flagged = parse(argv, table, opts, given, self._typed)
         if opts["worktree"]:
             self._enter_worktree(opts)
         try:
@@ -159,6 +199,8 @@ class Relay:
         if opts["lane"]:
             self._apply_lane(opts, flagged)
         adapter.validate(opts)
+        if opts["lane"]:
+            self._hold_read_only_lane(opts, table)
         check_flag_tokens(table, opts)
         check_directory(opts["cd"])
         if opts["outDir"] and os.path.exists(opts["outDir"]) and not os.path.isdir(opts["outDir"]):
@@ -193,6 +235,42 @@ class Relay:
             remove(self.worktree.source, self.worktree.path, self.worktree.branch)
             self.worktree = None
 
+    def _hold_read_only_lane(self, opts: dict, table: dict) -> None:
+        """A read-only lane is a policy: no flag may turn its runs into write runs. Raises Usage.
+
+        (The Node relays let an explicit flag win over every lane dial.)
+        """
+        adapter = self.adapter
+        lane_only = {k: list(v) if isinstance(v, list) else v for k, v in self._defaults.items()}
+        lane_only.update(lane=opts["lane"], cd=opts["cd"])
+        from .. import lanes
+
+        lanes.merge_dials(
+            lane_only,
+            self._lane_dials,
+            set(),
+            extra_blockers=dict(adapter.lane_blockers),
+            apply=adapter.apply_dial,
+        )
+        try:
+            adapter.validate(lane_only)
+        except Usage:
+            return
+        if not adapter.read_only(lane_only) or adapter.read_only(opts):
+            return
+        offenders = []
+        for name in dict.fromkeys(self._typed):
+            flag = table[name]
+            fields = {*([flag.dest] if flag.dest else []), *flag.sets} & PERMISSION_FIELDS
+            if any(opts.get(field) != lane_only.get(field) for field in fields):
+                offenders.append(name)
+        named = " ".join(offenders) or "the flags given"
+        raise Usage(
+            f"lane {opts['lane']} is read-only, and {named} would let {adapter.display} "
+            "write; a read-only lane is a policy: drop the flag, or dispatch through a lane "
+            "that may write"
+        )
+
     def _apply_lane(self, opts: dict, flagged: set[str]) -> None:
         from .. import lanes
 
@@ -201,6 +279,7 @@ class Relay:
         except UserError as problem:
             raise Usage(str(problem)) from None
         opts["laneSource"] = resolved["source"]
+        self._lane_dials = resolved["dials"]
         self.adapter.refuse_dials(opts["lane"], resolved["dials"])
         lanes.merge_dials(
             opts,
@@ -214,8 +293,6 @@ class Relay:
 
     def dispatch(self, brief: str) -> int:
         adapter, opts = self.adapter, self.opts
-        self.signals = RelaySignals()
-        self.signals.install()
         started = iso_now()
         try:
             out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
@@ -225,6 +302,8 @@ class Relay:
         self.run = RunDir(out_dir, started, brief)
         self.state = adapter.new_state(opts)
         self.state.run = self.run
+        self._make_record(out_dir, started)
+        self.state.scratch = self.record.dir if self.record is not None else None
         fresh = self._fresh_artifacts(brief)
         foreign = self.run.foreign_artifact({*fresh, RESULT, FINAL, RESERVE})
         if foreign is not None:
@@ -243,13 +322,21 @@ class Relay:
             from .runs import remember
 
             remember(self.run.path)
-        _say(f"{adapter.label} run started · {self.run.path} · relay pid {os.getpid()}")
+        run_id = f" · run id {self.record.id}" if self.record else ""
+        _say(f"{adapter.label} run started · {self.run.path} · relay pid {os.getpid()}{run_id}")
         if self.worktree is not None:
             self._say_worktree()
-        if adapter.read_only(opts):
-            names = sorted({*fresh, RESULT, FINAL, RESERVE})
-            self.tripwire = Tripwire(opts["cd"], [self.run.file(name) for name in names])
+        if self.signals.received:
+            return self._aborted_before_dispatch(during="before the launch")
+        linux.become_subreaper()
+        self._begin_changes()
         env = adapter.child_env(opts)
+        if self.record is not None:
+            from .record import TOKEN_ENV
+
+            env[TOKEN_ENV] = self.record.get("token")
+        if adapter.read_only(opts):
+            self._arm_read_only(env)
         launcher = adapter.launcher(opts, env)
         if launcher is None:
             return self._unavailable()
@@ -258,10 +345,124 @@ class Relay:
             return outcome
         return self._supervise(launcher, env, brief)
 
+    def _make_record(self, out_dir: str, started: str) -> None:
+        """The run's private record (record.py); a run goes on without one, unrecorded."""
+        from . import record
+        from .runs import process_start
+
+        worktree = None
+        if self.worktree is not None:
+            tree = self.worktree
+            worktree = {**tree.record(), "gitDir": tree.git_dir, "gitfile": tree.gitfile}
+        try:
+            self.record = record.new(
+                out_dir,
+                implementer=self.adapter.key,
+                lane=self.opts["lane"],
+                workdir=self.opts["cd"],
+                startedAt=started,
+                relay={"pid": os.getpid(), "start": process_start(os.getpid())},
+                worktree=worktree,
+            )
+        except OSError as problem:
+            _say(f"cannot write the run's private record: {problem}; runs cannot follow it")
+            return
+        self.cgroup = linux.cgroup_create(self.record.id)
+        if self.cgroup:
+            self._update_record(cgroup=self.cgroup)
+
+    def _update_record(self, **fields) -> None:
+        if self.record is None:
+            return
+        try:
+            self.record.update(**fields)
+        except (OSError, UserError):
+            pass  # the record keeps what it had; the result still says everything
+
+    def _begin_changes(self) -> None:
+        """Snapshot the work tree before the implementer can touch it."""
+        from ..gitmeta import repo_paths
+
+        self.paths = repo_paths(self.opts["cd"])
+        if self.paths.toplevel is None or self.record is None:
+            return
+        from .changes import ChangeRecord
+
+        self.changes = ChangeRecord.for_run(
+            self.paths, self.record.dir, [self.run.file(name) for name in self._artifact_names()]
+        )
+        self.changes.begin()
+        self.state.changes = self.changes
+        if self.changes.before is not None:
+            self._update_record(changes=self._changes_entry())
+
+    def _changes_entry(self) -> dict:
+        """The change record's trees and where they were taken, for the private record."""
+        paths = self.paths
+        return {
+            "before": self.changes.before,
+            "after": self.changes.after,
+            "workTree": paths.toplevel,
+            "gitDir": paths.git_dir,
+            "commonDir": paths.common_dir,
+        }
+
+    def _arm_read_only(self, env: dict[str, str]) -> None:
+        """The sandbox (sandbox.py) and the tripwire baseline of a read-only run."""
+        from . import sandbox
+        from .gitprint import RepoSpec
+        from .gitstate import Excluded
+        from .record import state_dir
+
+        paths = self.paths
+        adapter, opts = self.adapter, self.opts
+        read_only = [opts["cd"], state_dir()]
+        spec = None
+        if paths.toplevel is not None:
+            read_only += [paths.toplevel, paths.git_dir, paths.common_dir]
+            spec = RepoSpec(
+                paths.toplevel,
+                paths.git_dir,
+                paths.common_dir,
+                own_branch=self.worktree.branch if self.worktree is not None else None,
+                sibling_root=_worktrees_root(),
+            )
+        writable = [self.run.path, _temp_dir(env), *adapter.sandbox_writable(opts)]
+        self.sandbox = sandbox.plan(
+            read_only=read_only,
+            writable=writable,
+            cwd=opts["cd"],
+            env=env,
+            refused=adapter.sandbox_refusal(opts, env),
+        )
+        excluded = Excluded(self.changes.excluded if self.changes is not None else [])
+        self.tripwire = Tripwire(
+            spec, self.changes, excluded, enforced=self.sandbox.enforced is not None
+        )
+
     def _not_started(self) -> int:
         """A run that stops before it starts: usage exit, and no worktree left behind."""
         self._drop_worktree()
+        self._forget_record()
         return 2
+
+    def _forget_record(self) -> None:
+        """Remove the private record of a run that never wrote a result."""
+        if self.record is None:
+            return
+        import shutil
+
+        if self.cgroup:
+            linux.cgroup_remove(self.cgroup)
+        shutil.rmtree(self.record.dir, ignore_errors=True)
+        self.record = None
+
+    def _drop_unlaunched_worktree(self) -> None:
+        """A --worktree run that never launched its implementer leaves no worktree behind."""
+        if self.worktree is not None:
+            self.dropped_worktree = {**self.worktree.record(), "removed": True}
+            self._drop_worktree()
+            self._update_record(worktree=self.dropped_worktree)
 
     def _say_worktree(self) -> None:
         tree = self.worktree
@@ -276,13 +477,16 @@ class Relay:
         from .runs import RUN_FILE, run_marker
 
         adapter, opts, run = self.adapter, self.opts, self.run
-        marker = run_marker(adapter.key, opts["lane"], opts["cd"], run.path, run.started_at)
+        marker = run_marker(
+            adapter.key, opts["lane"], opts["cd"], run.path, run.started_at, run_id=self._run_id()
+        )
         fresh = {RUN_FILE: marker, adapter.brief_name: brief.encode("utf-8", errors="replace")}
         if adapter.events_name:
             fresh[adapter.events_name] = b""
         if adapter.stderr_file:
             fresh[STDERR_NAME] = b""
         fresh.update(adapter.extra_artifacts(self.opts, self.run))
+        self._fresh_names = list(fresh)
         return fresh
 
     # ------------------------------------------------------------ preflight
@@ -327,14 +531,20 @@ class Relay:
 
             return take
 
+        if self.sandbox is not None and self.sandbox.enforced:
+            resolved = _which(argv[0], env)
+            if resolved is None:
+                return "missing", None, "", ""
+            argv = self.sandbox.wrap([resolved, *argv[1:]])
         child = Child(
             argv,
-            cwd=None,
+            cwd=self.opts["cd"] if self.sandbox is not None and self.sandbox.enforced else None,
             env=env,
             stdin=None,
             on_stdout=keep(out, False),
             on_stderr=keep(err, True),
             signals=self.signals,
+            cgroup=self.cgroup,
         )
         try:
             child.start()
@@ -344,10 +554,13 @@ class Relay:
                 return "missing", None, "", ""
             return "failed", None, "", str(problem)
         try:
-            reason = child.pump(time.monotonic() + seconds)
+            # Output a lingering descendant still holds is not waited for: the
+            # version is printed by the time the probe exits.
+            reason = child.pump(time.monotonic() + seconds, stop_pipes_on_exit=True)
             if reason != "closed":
                 child.signal_tree(signal.SIGKILL)
                 child.pump(None, watch_signals=False, stop_pipes_on_exit=True)
+            child.kill_tree()  # nothing of the probe outlives it
         finally:
             child.close()
         text = out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace")
@@ -372,24 +585,25 @@ class Relay:
             with_exit = f" with exit {code}" if code is not None else ""
             error = f"{probe} preflight failed{with_exit}; {adapter.display} was not dispatched"
         tail = err.strip().split("\n")[-TAIL_LINES:] if err.strip() else []
+        self._drop_unlaunched_worktree()
         self._finish(status, exit_code, None, tail=tail, error=error, final="")
         _say(error)
         return exit_code
 
     def _unavailable(self) -> int:
         adapter = self.adapter
+        self._drop_unlaunched_worktree()
         self._finish(adapter.unavailable_status, 127, None, final="")
         _say(f"`{adapter.binary}` not found on PATH. {adapter.install_hint}")
         return 127
 
-    def _aborted_before_dispatch(self) -> int:
+    def _aborted_before_dispatch(self, during: str | None = None) -> int:
         adapter = self.adapter
         signum = self.signals.first()
         name = signal_name(signum) or "SIGTERM"
-        error = (
-            f"the relay was killed by {name} during the {adapter.binary} version preflight; "
-            f"{adapter.display} was not dispatched"
-        )
+        during = during or f"during the {adapter.binary} version preflight"
+        error = f"the relay was killed by {name} {during}; {adapter.display} was not dispatched"
+        self._drop_unlaunched_worktree()
         self._finish("aborted", 128 + signum, name, tail=[], error=error, final="")
         return 128 + signum
 
@@ -398,6 +612,12 @@ class Relay:
     def _supervise(self, launcher: list[str], env: dict[str, str], brief: str) -> int:
         adapter, opts, run = self.adapter, self.opts, self.run
         argv = [*launcher, *adapter.build_argv(opts, run)]
+        self.implementer_argv = argv
+        if self.sandbox is not None and self.sandbox.enforced:
+            resolved = _which(argv[0], env)
+            if resolved is None:
+                return self._unavailable()
+            argv = self.sandbox.wrap([resolved, *argv[1:]])
         decoder = Utf8Stream()
         scanner = self._scanner()
 
@@ -425,6 +645,7 @@ class Relay:
             on_stderr=on_stderr,
             signals=self.signals,
             on_tick=ticker.tick,
+            cgroup=self.cgroup,
         )
         try:
             child.start()
@@ -435,6 +656,7 @@ class Relay:
             return self._finish(
                 "failed", 1, None, error=f"could not start {adapter.binary}: {problem}"
             )
+        self.launched = True
         self._record_group(child)
         try:
             return self._watch(child, scanner, decoder)
@@ -444,12 +666,14 @@ class Relay:
 
     def _record_group(self, child: Child) -> None:
         """Add the implementer's process group to run.json, for `runs` to find."""
-        from .runs import RUN_FILE, run_marker
+        from .runs import RUN_FILE, process_start, run_marker
 
         adapter, opts, run = self.adapter, self.opts, self.run
         marker = run_marker(
-            adapter.key, opts["lane"], opts["cd"], run.path, run.started_at, group=child.pid
-        )
+            adapter.key, opts["lane"], opts["cd"], run.path, run.started_at, group=child.pid,
+            run_id=self._run_id(),
+        )  # fmt: skip
+        self._update_record(group={"pgid": child.pid, "start": process_start(child.pid)})
         try:
             run.replace(RUN_FILE, marker)
         except OSError:
@@ -489,7 +713,17 @@ class Relay:
         else:
             self._sweep(child)
         self._drain_scanner(scanner, decoder)
+        self._settle()
         return self._closed(child, fired)
+
+    def _settle(self) -> None:
+        """Every process of the run is gone: take the second snapshot, drop the cgroup."""
+        if self.changes is not None:
+            self.changes.end()
+            if self.changes.after is not None:
+                self._update_record(changes=self._changes_entry())
+        if self.cgroup:
+            linux.cgroup_remove(self.cgroup)
 
     def _sweep(self, child: Child) -> None:
         """End what the implementer left running, before the verdict is taken."""
@@ -538,12 +772,16 @@ class Relay:
             "inspect the working tree before re-dispatching"
         )
         child.signal_tree(signal.SIGTERM)
+        # A first result at once (a relay killed outright during the grace still
+        # leaves one), with no verdict: processes of the run are still alive.
+        self.settled = False
         self._finish("aborted", code, name, tail=self.tail.snapshot(), error=error)
-        child.pump(
-            time.monotonic() + grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S), watch_signals=False
-        )
-        child.kill_tree()
+        grace = grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S)
+        child.pump(time.monotonic() + grace, watch_signals=False)
+        child.processes().end(0, keep=child.pid)
         self._drain_scanner(scanner, decoder)
+        self._settle()
+        self.settled = True
         self._finish("aborted", code, name, tail=self.tail.snapshot(), error=error)
         return code
 
@@ -638,12 +876,23 @@ class Relay:
 
             extra["worktree"] = self.worktree.record()
             extra["diffstat"] = diffstat(self.worktree.path, self.worktree.base)
+        elif self.dropped_worktree is not None:
+            extra["worktree"] = self.dropped_worktree
+            extra["diffstat"] = None
+        changes = self._changes_field()
+        extra["changes"] = changes[0]
+        if changes[1]:
+            extra["changesUnavailable"] = changes[1]
         if self.tripwire is not None:
-            extra["readOnlyViolation"] = self.tripwire.verdict()
+            files = changes[0]["files"] if changes[0] is not None else None
+            extra["readOnlyViolation"] = self.tripwire.verdict(files, settled=self.settled)
             if self.tripwire.changes:
                 extra["readOnlyChanges"] = self.tripwire.changes
             elif self.tripwire.unverified:
                 extra["readOnlyUnverified"] = self.tripwire.unverified
+            extra["readOnlyEnforced"] = self.sandbox.enforced if self.sandbox else None
+            if self.sandbox is not None and self.sandbox.reason:
+                extra["readOnlyUnenforced"] = self.sandbox.reason
         elif adapter.null_verdict_on_write_runs:
             extra["readOnlyViolation"] = None
         extra.update(adapter.trailing_fields(state))
@@ -652,6 +901,66 @@ class Relay:
         if error:
             extra["error"] = error
         return {**base, **extra}
+
+    def _artifact_names(self) -> list[str]:
+        """Every file the relay writes in the run directory."""
+        from .changes import PATCH_NAME
+        from .runs import RUN_FILE
+
+        adapter = self.adapter
+        names = {
+            RUN_FILE,
+            adapter.brief_name,
+            RESULT,
+            FINAL,
+            RESERVE,
+            PATCH_NAME,
+            "relay-stderr.txt",
+        }
+        names.update(name for name in (adapter.events_name, STDERR_NAME) if name)
+        names.update(self._fresh_names)
+        names.update(entry[1] for entry in adapter.path_fields if not isinstance(entry, str))
+        return sorted(names)
+
+    def _run_id(self) -> str | None:
+        return self.record.id if self.record is not None else None
+
+    def _changes_field(self) -> tuple[dict | None, str | None]:
+        """`changes` (or None and why), computed once the run has settled."""
+        if not self.launched:
+            return None, f"{self.adapter.display} was not started"
+        if self.changes is None:
+            if self.paths is None or self.paths.toplevel is None:
+                return None, "git cannot read the work tree (not a repository, or no git)"
+            return None, "the run has no private record to keep a change record in"
+        if not self.settled:
+            return None, "processes of the run were still being stopped"
+        if self.changes_field is None:
+            self.changes_field = self.changes.field(self.run)
+        return self.changes_field
+
+
+def _which(program: str, env: dict[str, str]) -> str | None:
+    """`program` as an absolute path, searched on the child's PATH."""
+    import shutil
+
+    if os.sep in program:
+        return program if os.access(program, os.X_OK) else None
+    return shutil.which(program, path=env.get("PATH"))
+
+
+def _temp_dir(env: dict[str, str]) -> str:
+    """The child's temp dir, as its environment names it (tempfile would write to find out)."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        if env.get(name):
+            return env[name]
+    return "/tmp"
+
+
+def _worktrees_root() -> str:
+    from .worktree import worktrees_root
+
+    return worktrees_root()
 
 
 def grace_s(variable: str, default: float) -> float:

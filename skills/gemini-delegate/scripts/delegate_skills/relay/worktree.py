@@ -42,11 +42,14 @@ class WorktreeError(Exception):
 class Worktree:
     """A run's worktree: where it is, its branch, the commit it started from."""
 
-    __slots__ = ("base", "branch", "cd", "path", "source", "source_changes")
+    __slots__ = ("base", "branch", "cd", "git_dir", "gitfile", "path", "source", "source_changes")
 
     def __init__(
         self, path: str, branch: str, base: str, source: str, cd: str, source_changes: int
     ) -> None:
+        #: The worktree's own git dir, and the text of the `.git` file that names it.
+        self.git_dir: str | None = None
+        self.gitfile: str | None = None
         self.path = path
         self.branch = branch
         self.base = base
@@ -111,8 +114,19 @@ def create(cd: str) -> Worktree:
     run_cd = os.path.normpath(os.path.join(path, inside))
     os.makedirs(run_cd, exist_ok=True)  # --cd was a folder git does not track
     tree = Worktree(path, branch, base, top, run_cd, len(touched_files(top) or []))
+    tree.git_dir = repo_paths(path).git_dir
+    tree.gitfile = read_gitfile(path)
     carry_approval(paths.git_dir, path)
     return tree
+
+
+def read_gitfile(worktree: str) -> str | None:
+    """The text of a worktree's `.git` file (None when it is not a small regular file)."""
+    try:
+        raw = read_limited(os.path.join(worktree, ".git"), 4096)
+    except UserError:
+        return None
+    return None if raw is None else raw.decode("utf-8", "replace")
 
 
 def remove(source: str, path: str, branch: str) -> GitOutcome:

@@ -92,6 +92,30 @@ def _hints(adapter: Adapter, result: dict) -> list[str]:
     return []
 
 
+def _enforcement_line(result: dict) -> list[str]:
+    if "readOnlyEnforced" not in result:
+        return []
+    if result["readOnlyEnforced"]:
+        return [f"read-only: enforced ({result['readOnlyEnforced']}: the repository was read-only)"]
+    why = result.get("readOnlyUnenforced") or "no sandbox"
+    return [f"read-only: detected only, not enforced ({why})"]
+
+
+def _changes_lines(result: dict) -> list[str]:
+    if "changes" not in result:
+        return []
+    changes = result["changes"]
+    if changes is None:
+        why = result.get("changesUnavailable") or "no record"
+        return [f"changes: not recorded ({why})"]
+    if not changes["files"]:
+        return ["changes: none (this run changed no file)"]
+    return [
+        f"changes: {changes['filesChanged']} file(s), +{changes['linesAdded']} "
+        f"-{changes['linesRemoved']} by this run; patch: {changes.get('patch')}"
+    ]
+
+
 def _read_only_lines(result: dict) -> list[str]:
     if "readOnlyViolation" not in result:
         return []
@@ -160,8 +184,10 @@ def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path:
         f"relay: {result['status']} (exit {result['exitCode']}{killed})  ·  {tool}",
         *_hints(adapter, result),
         *_read_only_lines(result),
+        *_enforcement_line(result),
         *extra_lines,
         *_touched_lines(result.get("touchedFiles")),
+        *_changes_lines(result),
         *_worktree_lines(result, result_path),
     ]
     tail = result.get("stderrTail") or []
@@ -177,4 +203,5 @@ def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path:
         f"result: {result_path}",
         NO_COMMIT,
     ]
-    return "\n".join(lines) + "\n"
+    # A file name need not be UTF-8; the summary always is.
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape").decode("utf-8", "replace")

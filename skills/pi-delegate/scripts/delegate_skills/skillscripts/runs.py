@@ -1,4 +1,4 @@
-"""`python3 runs.py list|show|wait|apply|discard`: follow and land runs from a skill folder.
+"""`python3 runs.py list|show|wait|diff|undo|apply|discard`: follow and land runs.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -19,9 +19,14 @@ Usage:
   python3 runs.py list [--root <dir>]...
   python3 runs.py show <out-dir>
   python3 runs.py wait <out-dir> [--timeout <duration>]
+  python3 runs.py diff <out-dir> [--stat | --name-only]
+  python3 runs.py undo <out-dir>
   python3 runs.py apply <out-dir>
   python3 runs.py discard <out-dir> [--force]
   python3 runs.py --help
+
+<out-dir> is the run's directory, or its run id (the start line and
+result.json name it; a unique prefix will do).
 
 list   every run the relays on this machine started, newest first, and any
        run directory under each --root
@@ -29,6 +34,11 @@ show   one run: its state, and its result.json once it has one
 wait   block until the run has a result; exit with the run's exit code
        (124 when --timeout passes first, 1 when the relay died without a
        result, 2 when the directory holds no run and no relay is starting one)
+diff   what that run itself changed, as a patch git applies (new and binary
+       files included), from its change record; --stat or --name-only for less
+undo   take back exactly that run's change, while every path it touched still
+       holds what it left (else exit 2 naming the paths changed since); for an
+       applied --worktree run, the apply is taken back in the source
 apply  bring a finished --worktree run's change into the source work tree,
        uncommitted (a three-way apply; when the source has conflicting
        changes nothing is written and exit 2 names the files)
@@ -36,7 +46,7 @@ discard  remove a finished --worktree run's worktree and delegate/... branch
        (refused, exit 2, when the branch has commits the source lacks,
        unless --force)
 
-Everything is printed as JSON on stdout.
+Everything but diff is printed as JSON on stdout.
 """
 
 
@@ -87,6 +97,21 @@ def _wait(args: list[str]) -> int:
     return runs.exit_code_of(run)
 
 
+def _diff(args: list[str]) -> int:
+    from ..relay import rundiff
+
+    mode = "patch"
+    for flag, name in (("--stat", "stat"), ("--name-only", "name-only")):
+        if flag in args:
+            args = [a for a in args if a != flag]
+            mode = name
+    _, operands = _take_value(args, None)
+    data = rundiff.diff(_one_dir("diff", operands), mode)
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    return 0
+
+
 def _land(command: str, args: list[str]) -> int:
     from ..relay import landing
 
@@ -113,6 +138,14 @@ def _run(argv: list[str]) -> int:
         return 0
     if command == "wait":
         return _wait(args)
+    if command == "diff":
+        return _diff(args)
+    if command == "undo":
+        from ..relay import rundiff
+
+        _, operands = _take_value(args, None)
+        _emit(rundiff.undo(_one_dir("undo", operands)))
+        return 0
     if command in ("apply", "discard"):
         return _land(command, args)
     raise fail(SCRIPT, f"unknown command {jsjson.stringify(command)}. Use --help.")

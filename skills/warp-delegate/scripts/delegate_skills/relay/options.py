@@ -131,11 +131,16 @@ PATH_DESTS = ("cd", "outDir")
 
 
 def parse(
-    argv: list[str], table: dict[str, Flag], opts: dict, given: list | None = None
+    argv: list[str],
+    table: dict[str, Flag],
+    opts: dict,
+    given: list | None = None,
+    typed: list | None = None,
 ) -> set[str]:
     """Apply `argv` to `opts`; return the set of fields set by explicit flags.
 
-    `given`, when passed, receives each (flag, value) pair as typed.
+    `given`, when passed, receives each (flag, value) pair as typed; `typed`
+    each flag name as typed.
     """
     flagged: set[str] = set()
     i = 0
@@ -146,6 +151,8 @@ def parse(
         flag = table.get(token)
         if flag is None:
             raise Usage(f"unknown option: {token}")
+        if typed is not None:
+            typed.append(token)
         if flag.value:
             if i + 1 >= len(argv):
                 raise Usage(f"{token} requires a value")

@@ -1,0 +1,182 @@
+"""A run's change record: what this run, and nothing before it, changed in the work tree.
+
+Before the implementer starts and again once every process of the run has
+ended, the work tree is snapshotted (snapshot.py). The difference of the two
+trees is the run's change: the user's own uncommitted edits from before the
+run are in both, so they are not in it. The result's `changes` lists each
+file (path, status, lines added and removed, binary, the old path of a
+rename, old and new modes when they differ) with totals, and the run
+directory gets `changes.patch`, a binary-safe patch `git apply` takes. The
+two trees are kept in the run's private record, which `runs diff` and
+`runs undo` read.
+
+The relay's own artifacts are left out when the run directory sits inside
+the work tree.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..gitmeta import RepoPaths
+from .snapshot import SnapshotError, Snapshotter
+
+PATCH_NAME = "changes.patch"
+#: The largest patch a change record writes; past it `changes` is null.
+PATCH_LIMIT = 64 * 1024 * 1024
+STATUS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "typechange"}
+GITLINK = "160000"
+
+
+class ChangeRecord:
+    """The two snapshots of one run's work tree, and what differs between them."""
+
+    def __init__(self, paths: RepoPaths, scratch: str, excluded: list[str] | None = None) -> None:
+        self.paths = paths
+        self.snapshots = Snapshotter(paths.toplevel, paths.git_dir, paths.common_dir, scratch)
+        #: Work-tree paths ("/"-separated) of the relay's own artifacts, when they are inside.
+        self.excluded = excluded or []
+        self.before: str | None = None
+        self.after: str | None = None
+        #: Why there is no record (one line), when there is none.
+        self.problem: str | None = None
+        self.incomplete: str | None = None
+
+    @classmethod
+    def for_run(cls, paths: RepoPaths, scratch: str, artifacts: list[str]) -> ChangeRecord:
+        """The record of a run whose artifacts (absolute paths) are left out of it."""
+        top = os.path.realpath(paths.toplevel)
+        inside = []
+        for path in artifacts:
+            rel = os.path.relpath(
+                os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path)), top
+            )
+            if rel != ".." and not rel.startswith(".." + os.sep):
+                inside.append(rel.replace(os.sep, "/"))
+        return cls(paths, scratch, inside)
+
+    def _take(self, first: bool) -> str | None:
+        try:
+            tree = self.snapshots.take(first, exclude=self.excluded)
+        except (SnapshotError, OSError) as problem:
+            self.problem = self.problem or str(problem)
+            return None
+        if self.snapshots.incomplete:
+            self.incomplete = self.incomplete or self.snapshots.incomplete
+        return tree
+
+    def begin(self) -> None:
+        self.before = self._take(first=True)
+
+    def end(self) -> None:
+        if self.before is not None:
+            self.after = self._take(first=False)
+
+    @property
+    def ready(self) -> bool:
+        return self.before is not None and self.after is not None
+
+    def same(self) -> bool | None:
+        """Whether the work tree's files are as they were (None when either snapshot failed)."""
+        return self.before == self.after if self.ready else None
+
+    def field(self, run_dir) -> tuple[dict | None, str | None]:
+        """(`changes` for result.json, or None with the reason). Writes changes.patch."""
+        if not self.ready:
+            return None, self.problem or "the work tree could not be snapshotted"
+        return describe(self.snapshots.git(), self.before, self.after, run_dir)
+
+
+def describe(git, before: str, after: str, run_dir=None) -> tuple[dict | None, str | None]:
+    """The change from tree `before` to tree `after`, and the patch in `run_dir`."""
+    files: list[dict] = []
+    if before != after:
+        listed = git.run(
+            "diff-tree", "-r", "-z", "--raw", "--numstat", "-M", "--no-ext-diff",
+            "--no-textconv", before, after, timeout=600,
+        )  # fmt: skip
+        if not listed.ok:
+            return None, f"git diff-tree failed: {listed.reason()}"
+        files = parse_raw_numstat(listed.out)
+    patch_path = None
+    if run_dir is not None:
+        patch = b""
+        if files:
+            made = git.run(
+                "diff-tree", "-r", "-p", "--binary", "--full-index", "-M", "--no-ext-diff",
+                "--no-textconv", "--no-color", before, after, timeout=600,
+            )  # fmt: skip
+            if not made.ok:
+                return None, f"git diff-tree failed: {made.reason()}"
+            patch = made.out
+        if len(patch) > PATCH_LIMIT:
+            return None, (
+                f"the change is larger than a change record holds ({len(files)} files, "
+                f"{len(patch) // (1 << 20)} MiB of patch); inspect the work tree directly"
+            )
+        try:
+            run_dir.replace(PATCH_NAME, patch)
+            patch_path = run_dir.file(PATCH_NAME)
+        except OSError as problem:
+            return None, f"cannot write {PATCH_NAME}: {problem.strerror or problem}"
+    return {
+        "files": files,
+        "filesChanged": len(files),
+        "linesAdded": sum(f["linesAdded"] or 0 for f in files),
+        "linesRemoved": sum(f["linesRemoved"] or 0 for f in files),
+        "patch": patch_path,
+        "before": before,
+        "after": after,
+    }, None
+
+
+def _count(field: bytes) -> int | None:
+    """A numstat count; None for a binary file's "-"."""
+    return None if field == b"-" else int(field)
+
+
+def parse_raw_numstat(out: bytes) -> list[dict]:
+    """Files from `diff-tree -z --raw --numstat` output, in git's order."""
+    fields = out.split(b"\0")
+    raws: list[dict] = []
+    stats: list[tuple[int | None, int | None]] = []
+    i = 0
+    while i < len(fields):
+        field = fields[i]
+        if not field:
+            i += 1
+            continue
+        if field.startswith(b":"):
+            meta = field[1:].decode("ascii", "replace").split()
+            old_mode, new_mode, letter = meta[0], meta[1], meta[4][:1]
+            entry = {"path": os.fsdecode(fields[i + 1]), "status": STATUS.get(letter, "modified")}
+            i += 2
+            if letter in ("R", "C"):
+                entry = {"path": os.fsdecode(fields[i]), "status": STATUS.get(letter, "modified"),
+                         "oldPath": entry["path"]}  # fmt: skip
+                i += 1
+            entry["_modes"] = (old_mode, new_mode)
+            raws.append(entry)
+            continue
+        added, removed, rest = [*field.split(b"\t", 2), b"", b""][:3]
+        stats.append((_count(added), _count(removed)))
+        i += 3 if rest == b"" else 1  # a rename's numstat names both paths after it
+    files = []
+    for n, entry in enumerate(raws):
+        added, removed = stats[n] if n < len(stats) else (0, 0)
+        old_mode, new_mode = entry.pop("_modes")
+        record = {
+            "path": entry["path"],
+            "status": entry["status"],
+            "linesAdded": added,
+            "linesRemoved": removed,
+            "binary": added is None,
+        }
+        if "oldPath" in entry:
+            record["oldPath"] = entry["oldPath"]
+        if old_mode != new_mode and entry["status"] in ("modified", "renamed", "typechange"):
+            record["oldMode"], record["newMode"] = old_mode, new_mode
+        if GITLINK in (old_mode, new_mode):
+            record["submodule"] = True
+        files.append(record)
+    return files
