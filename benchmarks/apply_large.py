@@ -94,8 +94,10 @@ def main() -> int:
         grew = objects() - before
     print(f"repository: {FILES} files, one untracked 50 MB file in the source")
     print(f"worktree run of the fake (snapshot, result):   {relay_s * 1000:8.1f} ms")
-    print(f"runs apply, median of 5 ({len(applied)} files applied): "
-          f"{statistics.median(samples) * 1000:8.1f} ms")
+    print(
+        f"runs apply, median of 5 ({len(applied)} files applied): "
+        f"{statistics.median(samples) * 1000:8.1f} ms"
+    )
     print(f"source .git/objects grew by {grew} bytes over the 5 applies")
     return 0
 
