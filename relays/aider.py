@@ -155,6 +155,7 @@ def _read_or_empty(path: str, root: str) -> bytes:
 
 class Aider(Adapter):
     key = "aider"
+    resume_field = None
     display = "Aider"
     tool = "aider"
     install_hint = "Get Aider (https://aider.chat/docs/install.html) and give it a model and key."

@@ -94,6 +94,7 @@ def _first(event: dict, *keys):
 
 class Claude(Adapter):
     key = "claude"
+    resume_keeps_id = True  # checked against the real CLI
     display = "Claude Code"
     tool = "claude"
     install_hint = "Get Claude Code, then sign in: `claude auth login`."

@@ -74,6 +74,8 @@ def _string(*values) -> str | None:
 
 class Cline(Adapter):
     key = "cline"
+    resume_field = None
+    latest_field = None
     display = "cline"
     tool = "cline"
     install_hint = "Get the Cline CLI (npm i -g cline) or put it on PATH, then dispatch again."

@@ -27,6 +27,7 @@ RESUME_SANDBOX_NOTE = "(Codex config on resume)"
 
 class Codex(Adapter):
     key = "codex"
+    resume_keeps_id = True  # checked against the real CLI
     display = "Codex"
     install_hint = "Get it with `npm i -g @openai/codex`, then sign in: `codex login`."
     session_field = "threadId"
@@ -110,6 +111,9 @@ class Codex(Adapter):
 
     def read_only(self, opts: dict) -> bool:
         return opts["sandbox"] == "read-only"
+
+    def own_sandbox(self, opts: dict) -> bool:
+        return opts["sandbox"] != "danger-full-access"
 
     def child_env(self, opts: dict) -> dict[str, str]:
         return clean_environment(opts, ("CODEX_HOME",))

@@ -210,6 +210,7 @@ def _holds(directory: str, name: str, entries: set[str]) -> bool:
 
 class CommandCode(Adapter):
     key = "commandcode"
+    latest_field = "continueLast"
     display = "Command Code"
     label = "cmd"
     null_verdict_on_write_runs = True

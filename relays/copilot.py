@@ -64,6 +64,7 @@ def readable_without_grant(run_dir: str, cd: str) -> bool:
 
 class Copilot(Adapter):
     key = "copilot"
+    resume_keeps_id = True  # checked against the real CLI
     display = "copilot"
     tool = "copilot"
     install_hint = "Get it with `npm install -g @github/copilot`, then sign in: `copilot login`."

@@ -25,6 +25,7 @@ UNTRUSTED = ("--no-extensions", "--no-skills", "--no-rules")
 
 class Omp(AgentEventsAdapter):
     key = "omp"
+    resume_keeps_id = True  # checked against the real CLI
     display = "omp"
     tool = "omp"
     install_hint = (

@@ -150,6 +150,7 @@ def _keep_part(state: OpenCodeState, part_id: str, text: str) -> None:
 
 class OpenCode(Adapter):
     key = "opencode"
+    resume_keeps_id = True  # checked against the real CLI
     display = "OpenCode"
     tool = "opencode"
     install_hint = "Get it with `npm i -g opencode-ai`, then sign in: `opencode auth login`."

@@ -19,6 +19,7 @@ READ_ONLY_TOOLS = "read,grep,find,ls"
 
 class Pi(AgentEventsAdapter):
     key = "pi"
+    resume_keeps_id = True  # checked against the real CLI
     display = "pi"
     tool = "pi"
     install_hint = (

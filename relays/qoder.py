@@ -77,6 +77,7 @@ def _first(mapping: dict, *keys: str):
 
 class Qoder(ArgvBriefAdapter):
     key = "qoder"
+    resume_field = "resume"
     display = "Qoder"
     label = "qodercli"
     tool = "qoder"

@@ -30,6 +30,7 @@ class QwenState(ResultState):
 
 class Qwen(ApprovalModeAdapter):
     key = "qwen"
+    resume_keeps_id = True  # checked against the real CLI
     display = "Qwen Code"
     tool = "qwen"
     install_hint = "Install Qwen Code (npm i -g @qwen-code/qwen-code; Node 22+), then run `qwen`."

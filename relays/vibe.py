@@ -67,6 +67,7 @@ class VibeState(State):
 
 class Vibe(Adapter):
     key = "vibe"
+    resume_keeps_id = True  # checked against the real CLI
     display = "Vibe"
     tool = "vibe"
     install_hint = "Install it with `uv tool install mistral-vibe` and export MISTRAL_API_KEY."

@@ -59,6 +59,8 @@ def _texts(event: dict) -> list[str]:
 
 class Warp(Adapter):
     key = "warp"
+    resume_field = "conversation"
+    latest_field = None
     display = "oz"
     label = "oz"
     tool = "oz"

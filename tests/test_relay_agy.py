@@ -440,7 +440,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "effort", "project",
         "sandbox", "readOnly", "dangerouslySkipPermissions", "resumed", "agyVersion",
         "projectId", "conversationId", "startedAt", "finishedAt", "briefPath", "finalPath",
-        "logPath", "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes",
+        "logPath", "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert not os.path.exists(bench.out / "events.jsonl")
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import commit_all, fleet_doc, git, write_json
-from relaykit import Bench, adapter, argv_of
+from relaykit import DETECT_ONLY, Bench, adapter, argv_of
 
 #: Always sent, in this order; the commit switches above all must never go.
 PINS = [
@@ -158,7 +160,7 @@ def test_read_only_dry_run_that_writes_into_the_repo_is_caught(bench):
     (bench.work / "tracked.txt").write_text("original\n")
     commit_all(bench.work)
     bench.script({"actions": [{"write": [".aider.chat.history.md", "# aider chat\n"]}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True
 
 
@@ -213,7 +215,7 @@ def _sample_value(flag) -> list[str]:
 AIDER_FLAGS = [
     f
     for f in adapter("aider").flag_table()
-    if f.name not in ("--brief", "--cd", "--out-dir", "--lane")
+    if f.name not in ("--brief", "--cd", "--out-dir", "--lane", "--continue", "--dry-run")
 ]
 
 
@@ -223,6 +225,13 @@ def test_no_flag_removes_the_commit_pins(bench, flag):
         commit_all(bench.work, "a commit to start the worktree from")
     argv = argv_of(bench, *_sample_value(flag))
     assert_pinned(argv)
+
+
+def test_a_dry_run_shows_the_pins(bench):
+    run = bench.relay("--dry-run")
+    assert run.code == 0, run
+    assert_pinned(json.loads(run.out)["implementerArgv"][1:])
+    assert bench.fake.calls() == []
 
 
 def test_all_flags_at_once_keep_the_pins(bench):
@@ -405,9 +414,10 @@ def test_missing_binary_writes_the_result_with_an_error(bench):
         None,
     )
     assert result["error"] == "`aider` was not found on PATH; nothing was dispatched"
-    assert list(result)[-5:] == [
-        "finalMessage", "touchedFiles", "changes", "changesUnavailable", "error"
-    ]  # fmt: skip
+    tail = ["finalMessage", "touchedFiles", "changes", "changesUnavailable", "relayRunId",
+            "implementerArgv", "error"]  # fmt: skip
+    assert list(result)[-len(tail) :] == tail
+    assert result["implementerArgv"] is None
     assert (result["changes"], result["changesUnavailable"]) == (None, "Aider was not started")
     assert bench.fake.calls() == []
 
@@ -452,6 +462,6 @@ def test_result_field_order(bench):
     assert list(bench.result) == [
         "schema", "lane", "laneSource", "tool", "workdir", "model", "editFormat", "readOnly",
         "resumed", "aiderVersion", "startedAt", "finishedAt", "briefPath", "finalPath",
-        "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes",
+        "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert bench.result["tool"] == "aider"

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 BRIEF = "smoke brief: run until killed.\n"
 SESSION = "3f6c2a9e-8d41-4b7a-9c1e-5a2b7d0e4f18"
@@ -353,6 +353,6 @@ def test_a_read_only_run_that_writes_trips_the_wire(bench):
     script = scripted(result_line())
     script["actions"].append({"write": ["hello.txt", "hi\n"]})
     bench.script(script)
-    result = bench.relay("--read-only").result
+    result = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY)).result
     assert result["readOnlyViolation"] is True
     assert result["touchedFiles"] == ["?? hello.txt"]

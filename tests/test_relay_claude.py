@@ -174,11 +174,16 @@ def test_result_split_byte_by_byte_arrives_whole(bench):
     assert run.result["finalMessage"] == "café — done ✅"
 
 
-def test_lane_dsp_flag_beats_a_read_only_lane(bench, global_config):
+def test_a_read_only_lane_refuses_dangerously_skip_permissions(bench, global_config):
+    """The Node relay lets the flag win over the lane; ours refuses (a deliberate difference)."""
     write_json(global_config, fleet_doc({"review": {"implementer": "claude", "readOnly": True}}))
     run = bench.relay("--lane", "review", "--dangerously-skip-permissions")
-    assert run.code == 0, run
-    assert (run.result["dangerouslySkipPermissions"], run.result["readOnly"]) == (True, False)
+    assert run.code == 2
+    assert (
+        "lane review is read-only, and --dangerously-skip-permissions would let Claude Code write"
+        in run.err
+    )
+    assert bench.fake.calls() == []
 
 
 def test_lane_dials_apply(bench, global_config):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 PROMPT = "Follow the task instructions provided on stdin."
 HEAD = ["--json", "-v", "--auto-approve"]
@@ -128,7 +128,9 @@ def test_a_plan_run_that_writes_trips_the_wire(bench):
     script = completed_run()
     script["actions"].append({"write": ["sneaky.txt", "x"]})
     bench.script(script)
-    assert bench.relay("--plan").result["readOnlyViolation"] is True
+    assert (
+        bench.relay("--plan", env=bench.fake.env(**DETECT_ONLY)).result["readOnlyViolation"] is True
+    )
 
 
 @pytest.mark.parametrize(
@@ -252,15 +254,16 @@ def test_result_field_order(bench):
         "autoApprove", "clineVersion", "startedAt", "finishedAt", "briefPath", "finalPath",
         "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
         "actualProvider", "actualModel", "usage", "finishReason", "durationMs", "finalMessage",
-        "touchedFiles", "changes",
+        "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
 
 
 def test_failed_result_field_order(bench):
     bench.script({"actions": [{"stdout": lines(run_result("error"))}]})
-    bench.relay("--plan")
-    assert list(bench.result)[-5:] == [
-        "finalMessage", "touchedFiles", "changes", "readOnlyViolation", "stderrTail", "error",
+    bench.relay("--plan", env=bench.fake.env(**DETECT_ONLY))
+    assert tail_from(bench.result, "finalMessage") == [
+        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "readOnlyViolation", "readOnlyEnforced", "readOnlyUnenforced", "stderrTail", "error",
     ]  # fmt: skip
 
 
@@ -306,3 +309,9 @@ def test_no_hub_field_without_a_live_hub(bench, home):
     assert run.code == 0, run
     assert "hubDaemon" not in run.result
     assert "hub daemon" not in run.out
+
+
+def tail_from(result: dict, first: str) -> list:
+    """The result's field names from `first` on (what these tests pin)."""
+    keys = list(result)
+    return keys[keys.index(first) :]

@@ -486,7 +486,7 @@ def test_result_field_order(bench):
         "effort", "maxTurns", "session", "continueLast", "cleanEnv", "keepEnv",
         "commandCodeVersion", "startedAt", "finishedAt", "briefPath", "eventsPath", "finalPath",
         "status", "exitCode", "signal", "sessionId", "resultLine", "resultSubtype",
-        "stopReason", "usage", "durationMs", "finalMessage", "touchedFiles", "changes",
+        "stopReason", "usage", "durationMs", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
         "readOnlyViolation",
     ]  # fmt: skip
 

@@ -186,13 +186,13 @@ def test_last_line_without_newline_is_read(bench):
     assert bench.relay().result["finalMessage"] == "the end"
 
 
-def test_read_only_lane_and_allow_all_tools_override(bench, global_config):
+def test_read_only_lane_refuses_allow_all_tools(bench, global_config):
     write_json(global_config, fleet_doc({"review": {"implementer": "copilot", "readOnly": True}}))
     assert argv_of(bench, "--lane", "review") == [*HEAD, "--mode", "plan", "-p", brief(bench)]
     assert (bench.result["readOnly"], bench.result["allowAllTools"]) == (True, False)
-    argv = argv_of(bench, "--lane", "review", "--allow-all-tools")
-    assert argv == [*HEAD, "--allow-all-tools", "-p", brief(bench)]
-    assert (bench.result["readOnly"], bench.result["allowAllTools"]) == (False, True)
+    run = bench.relay("--lane", "review", "--allow-all-tools")
+    assert run.code == 2
+    assert "lane review is read-only, and --allow-all-tools would let" in run.err
 
 
 def test_lane_model_and_effort_yield_to_flags(bench, global_config):
@@ -256,6 +256,6 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "effort", "readOnly",
         "allowAllTools", "resumed", "sessionId", "copilotVersion", "startedAt", "finishedAt",
         "briefPath", "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal",
-        "finalMessage", "touchedFiles", "changes",
+        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert bench.result["tool"] == "copilot"

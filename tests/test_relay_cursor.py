@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 HEAD = ["--print", "--output-format", "stream-json", "--trust"]
 MODEL = "claude-opus-4-8[context=1m,effort=high,fast=false]"
@@ -125,7 +125,10 @@ def test_a_plan_run_that_writes_trips_the_wire(bench):
     script = scripted(init("plan"), result_event())
     script["actions"].append({"write": ["sneaky.txt", "x"]})
     bench.script(script)
-    assert bench.relay("--read-only").result["readOnlyViolation"] is True
+    assert (
+        bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY)).result["readOnlyViolation"]
+        is True
+    )
 
 
 @pytest.mark.parametrize(
@@ -232,8 +235,10 @@ def test_read_only_lane(bench, global_config):
     write_json(global_config, fleet_doc({"review": {"implementer": "cursor", "readOnly": True}}))
     assert argv_of(bench, "--lane", "review") == [*HEAD, "--mode", "plan"]
     assert argv_of(bench, "--lane", "review", "--no-force") == [*HEAD, "--mode", "plan"]
-    # An explicit --force is a flag, and flags win over the lane.
-    assert argv_of(bench, "--lane", "review", "--force") == [*HEAD, "--force"]
+    # An explicit --force would widen the read-only lane: refused (Node lets the flag win).
+    run = bench.relay("--lane", "review", "--force")
+    assert run.code == 2
+    assert "lane review is read-only, and --force would let" in run.err
 
 
 def test_read_only_flag_beats_a_forcing_lane(bench, global_config):
@@ -247,5 +252,5 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "readOnly", "force",
         "sandbox", "resumed", "cursorAgentVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
-        "resolvedModel", "permissionMode", "usage", "finalMessage", "touchedFiles", "changes",
+        "resolvedModel", "permissionMode", "usage", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip

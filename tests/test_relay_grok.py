@@ -68,13 +68,20 @@ def test_each_flag(bench, flags, middle):
     assert argv_of(bench, *flags) == [*head(bench), *middle, *prompt(bench)]
 
 
+def test_a_read_only_lane_refuses_full_access(bench, global_config):
+    """Node lets --full-access win over a read-only lane; ours refuses it."""
+    write_json(global_config, fleet_doc({"work": {"implementer": "grok", "readOnly": True}}))
+    run = bench.relay("--lane", "work", "--full-access")
+    assert run.code == 2
+    assert "lane work is read-only, and --full-access would let" in run.err
+
+
 @pytest.mark.parametrize(
     ("lane", "flags", "middle", "autonomy"),
     [
         ({"readOnly": True}, [], READ_ONLY, "read-only"),
         ({"sandbox": "off"}, [], FULL, "full-access"),
         ({"sandbox": "workspace"}, [], WORKSPACE, "workspace-write"),
-        ({"readOnly": True}, ["--full-access"], FULL, "full-access"),
         ({"sandbox": "off"}, ["--read-only"], READ_ONLY, "read-only"),
         (
             {"model": "lane-model", "effort": "low"},
@@ -233,12 +240,12 @@ def test_the_phrase_in_the_model_s_own_text_is_not_a_cancellation(bench):
 def test_read_only_is_reported_never_claimed(bench):
     (bench.work / "tracked.txt").write_text("x\n")
     commit_all(bench.work)
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is False
     assert "read-only is best-effort for grok" in run.out
     assert "does not enforce" in run.out
     bench.script({"actions": [{"write": ["sneaky.txt", "x"]}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True
     assert run.result["status"] == "completed"
 
@@ -293,12 +300,12 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "autonomy", "model", "effort",
         "resumeLast", "grokVersion", "startedAt", "finishedAt", "briefPath", "eventsPath",
         "finalPath", "status", "exitCode", "signal", "sessionId", "finalMessage", "usage",
-        "touchedFiles", "changes",
+        "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     bench.script({"exit": 3})
     bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
-    assert list(bench.result)[-7:] == [
-        "usage", "touchedFiles", "changes", "readOnlyViolation", "readOnlyEnforced",
+    assert tail_from(bench.result, "usage") == [
+        "usage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "readOnlyViolation", "readOnlyEnforced",
         "readOnlyUnenforced", "stderrTail",
     ]  # fmt: skip
 
@@ -315,3 +322,9 @@ def test_grok_vanishing_after_its_probe_is_a_failed_run(bench):
     assert result["error"].startswith("could not start grok: ")
     assert run.out.count("relay: failed") == 1
     assert bench.fake.calls("run") == []
+
+
+def tail_from(result: dict, first: str) -> list:
+    """The result's field names from `first` on (what these tests pin)."""
+    keys = list(result)
+    return keys[keys.index(first) :]

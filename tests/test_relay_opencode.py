@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_build_runs_get_no_override(bench):
 
 def test_a_write_that_still_lands_trips_the_wire(bench):
     bench.script({"actions": [{"write": ["hello2.txt", "x\n"]}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True
 
 

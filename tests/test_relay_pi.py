@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import BRIEF, Bench, argv_of
+from relaykit import BRIEF, DETECT_ONLY, Bench, argv_of
 
 
 @pytest.fixture
@@ -225,7 +225,7 @@ def test_read_only_write_trips_the_wire(bench):
     (bench.work / "tracked.txt").write_text("x\n")
     commit_all(bench.work)
     bench.script({"actions": [{"append": ["tracked.txt", "more\n"]}]})
-    run = bench.relay("--read-only")
+    run = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert run.result["readOnlyViolation"] is True
     assert "readOnlyViolation" not in bench.relay().result
 
@@ -242,5 +242,5 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "provider", "model", "readOnly",
         "projectTrusted", "resumed", "piVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
-        "actualProvider", "actualModel", "usage", "stopReason", "finalMessage", "touchedFiles", "changes",
+        "actualProvider", "actualModel", "usage", "stopReason", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 BRIEF = "smoke brief: run until killed.\n"
 HEAD = ["--output-format", "stream-json"]
@@ -223,7 +223,10 @@ def test_a_read_only_run_that_writes_trips_the_wire(bench):
     script = scripted(init("default", ["Glob", "Grep", "Read"]), result_event())
     script["actions"].append({"write": ["sneaky.txt", "x"]})
     bench.script(script)
-    assert bench.relay("--read-only").result["readOnlyViolation"] is True
+    assert (
+        bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY)).result["readOnlyViolation"]
+        is True
+    )
 
 
 def test_read_only_lane_takes_the_read_only_route(bench, global_config):
@@ -238,11 +241,11 @@ def test_read_only_lane_takes_the_read_only_route(bench, global_config):
     )
 
 
-def test_permission_mode_flag_beats_a_read_only_lane(bench, global_config):
+def test_a_read_only_lane_refuses_a_write_permission_mode(bench, global_config):
     write_json(global_config, fleet_doc({"review": {"implementer": "qoder", "readOnly": True}}))
-    argv = argv_of(bench, "--lane", "review", "--permission-mode", "auto")
-    assert argv == [*HEAD, "--permission-mode", "auto", "-p", BRIEF]
-    assert bench.result["readOnly"] is False
+    run = bench.relay("--lane", "review", "--permission-mode", "auto")
+    assert run.code == 2
+    assert "lane review is read-only, and --permission-mode would let" in run.err
 
 
 def test_read_only_flag_beats_a_lane_permission_mode(bench, global_config):
@@ -400,5 +403,5 @@ def test_result_field_order(bench):
         "permissionMode", "readOnly", "toolSurface", "resumed", "qoderVersion", "startedAt",
         "finishedAt", "briefPath", "finalPath", "eventsPath", "stderrPath", "status",
         "exitCode", "signal", "sessionId", "actualModel", "actualPermissionMode", "usage",
-        "resultSubtype", "qoderErrors", "permissionDenials", "finalMessage", "touchedFiles", "changes",
+        "resultSubtype", "qoderErrors", "permissionDenials", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip

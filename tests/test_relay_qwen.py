@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import fleet_doc, write_json
-from relaykit import Bench, argv_of
+from relaykit import DETECT_ONLY, Bench, argv_of
 
 BRIEF = "smoke brief: run until killed.\n"
 HEAD = ["--output-format", "stream-json", "--approval-mode"]
@@ -207,11 +207,11 @@ def test_a_lane_plan_mode_is_a_read_only_run(bench, global_config):
     assert bench.result["readOnly"] is True
 
 
-def test_an_approval_mode_flag_beats_a_read_only_lane(bench, global_config):
+def test_a_read_only_lane_refuses_a_write_approval_mode(bench, global_config):
     write_json(global_config, fleet_doc({"review": {"implementer": "qwen", "readOnly": True}}))
-    assert argv_of(bench, "--lane", "review", "--approval-mode", "yolo") == [*HEAD, "yolo"]
-    assert bench.result["readOnly"] is False
-    assert "readOnlyViolation" not in bench.result
+    run = bench.relay("--lane", "review", "--approval-mode", "yolo")
+    assert run.code == 2
+    assert "lane review is read-only, and --approval-mode would let Qwen Code write" in run.err
 
 
 def test_the_read_only_flag_beats_a_lane_permission_mode(bench, global_config):
@@ -462,6 +462,6 @@ def test_a_read_only_run_that_writes_trips_the_wire(bench):
     script = scripted(INIT, HELLO, RESULT)
     script["actions"].append({"write": ["hello.txt", "hi\n"]})
     bench.script(script)
-    result = bench.relay("--read-only").result
+    result = bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY)).result
     assert result["readOnlyViolation"] is True
     assert result["touchedFiles"] == ["?? hello.txt"]

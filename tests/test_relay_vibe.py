@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
-from relaykit import BRIEF, Bench, argv_of
+from relaykit import BRIEF, DETECT_ONLY, Bench, argv_of
 
 
 @pytest.fixture
@@ -68,12 +68,15 @@ def test_each_flag(bench, flags, tail):
 def test_plan_only_records_the_ask_agent_and_arms_the_tripwire(bench):
     (bench.work / "tracked.txt").write_text("x\n")
     commit_all(bench.work)
-    run = bench.relay("--plan-only")
+    run = bench.relay("--plan-only", env=bench.fake.env(**DETECT_ONLY))
     result = run.result
     assert (result["agent"], result["readOnlyViolation"]) == ("ask", False)
     assert "agent: ask" in run.out
     bench.script({"actions": [{"append": ["tracked.txt", "edited\n"]}]})
-    assert bench.relay("--plan-only").result["readOnlyViolation"] is True
+    assert (
+        bench.relay("--plan-only", env=bench.fake.env(**DETECT_ONLY)).result["readOnlyViolation"]
+        is True
+    )
     assert "readOnlyViolation" not in bench.relay().result
 
 
@@ -81,7 +84,6 @@ def test_plan_only_records_the_ask_agent_and_arms_the_tripwire(bench):
     ("lane", "flags", "agent"),
     [
         ({"readOnly": True}, [], "ask"),
-        ({"readOnly": True}, ["--full-access"], "auto-approve"),
         ({"readOnly": False}, [], "accept-edits"),
         ({"readOnly": True, "timeout": "5m"}, ["--timeout", "10m"], "ask"),
     ],
@@ -91,6 +93,13 @@ def test_lane_dials_and_flags_win(bench, global_config, lane, flags, agent):
     argv = argv_of(bench, "--lane", "review", *flags)
     assert argv[:4] == [*HEAD, agent]
     assert (bench.result["agent"], bench.result["laneSource"]) == (agent, "global")
+
+
+def test_a_read_only_lane_refuses_full_access(bench, global_config):
+    write_json(global_config, fleet_doc({"review": {"implementer": "vibe", "readOnly": True}}))
+    run = bench.relay("--lane", "review", "--full-access")
+    assert run.code == 2
+    assert "lane review is read-only, and --full-access would let" in run.err
 
 
 def test_lane_model_is_refused(bench, global_config):
@@ -238,7 +247,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "agent", "maxTurns", "maxPrice",
         "maxTokens", "resumed", "sessionId", "vibeVersion", "startedAt", "finishedAt",
         "briefPath", "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal",
-        "finalMessage", "touchedFiles", "changes",
+        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert (result["maxPrice"], result["maxTurns"], result["tool"]) == (0.5, None, "vibe")
     assert result["vibeVersion"] == "fake-cli 0.0.0"

@@ -303,7 +303,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "profile",
         "snapshotDisabled", "resumed", "ozVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "runId",
-        "runUrl", "conversationId", "finalMessage", "touchedFiles", "changes",
+        "runUrl", "conversationId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert (bench.result["tool"], bench.result["ozVersion"]) == ("oz", "fake-cli 0.0.0")
 
@@ -311,10 +311,18 @@ def test_result_field_order(bench):
 def test_failed_result_field_order(bench):
     bench.script({"exit": 3})
     bench.relay()
-    assert list(bench.result)[-4:] == [
+    assert tail_from(bench.result, "conversationId") == [
         "conversationId",
         "finalMessage",
         "touchedFiles",
         "changes",
+        "relayRunId",
+        "implementerArgv",
         "stderrTail",
     ]
+
+
+def tail_from(result: dict, first: str) -> list:
+    """The result's field names from `first` on (what these tests pin)."""
+    keys = list(result)
+    return keys[keys.index(first) :]

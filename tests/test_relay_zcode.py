@@ -10,7 +10,7 @@ import pytest
 from conftest import commit_all, fleet_doc, write_json
 from delegate_skills.relays import zcode
 from fakes import Fake
-from relaykit import BRIEF, Bench, adapter
+from relaykit import BRIEF, DETECT_ONLY, Bench, adapter
 
 from delegate_skills import registry
 
@@ -155,16 +155,19 @@ def test_lane_permission_mode_plan_is_a_read_only_run(bench, global_config):
     assert result["readOnlyViolation"] is False
 
 
-def test_lane_read_only_gives_plan_unless_a_mode_flag_says_otherwise(bench, global_config):
+def test_lane_read_only_gives_plan_and_refuses_a_write_mode(bench, global_config):
     lane(global_config, readOnly=True)
     assert argv_of(bench, "--lane", "z")[:6] == head(bench, "plan")
-    assert argv_of(bench, "--lane", "z", "--mode", "yolo")[:6] == head(bench, "yolo")
-    assert bench.result["readOnlyViolation"] is None
+    run = run_zcode(bench, "--lane", "z", "--mode", "yolo")
+    assert run.code == 2
+    assert "lane z is read-only, and --mode would let" in run.err
 
 
-def test_mode_flag_beats_the_lane_mode(bench, global_config):
+def test_a_plan_lane_refuses_a_write_mode(bench, global_config):
     lane(global_config, permissionMode="plan")
-    assert argv_of(bench, "--lane", "z", "--mode", "yolo")[:6] == head(bench, "yolo")
+    run = run_zcode(bench, "--lane", "z", "--mode", "yolo")
+    assert run.code == 2
+    assert "lane z is read-only, and --mode would let" in run.err
 
 
 def test_lane_read_only_with_lane_mode_yolo_conflicts(bench, global_config):
@@ -419,7 +422,7 @@ def test_plan_runs_are_checked_by_the_tripwire(bench):
     commit_all(bench.work)
     assert run_zcode(bench, "--read-only").result["readOnlyViolation"] is False
     bench.script({"actions": [{"write": ["sneaked.txt", "x"]}, document()]})
-    run = run_zcode(bench, "--mode", "plan")
+    run = run_zcode(bench, "--mode", "plan", **DETECT_ONLY)
     assert run.result["readOnlyViolation"] is True
     assert run.result["touchedFiles"] == ["?? sneaked.txt"]
 
@@ -442,15 +445,22 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "workdir", "mode", "readOnly", "disallowedTools",
         "resumeLast", "session", "zcodeVersion", "zcodeSource", "zcodePath", "startedAt",
         "finishedAt", "briefPath", "outputPath", "finalPath", "status", "exitCode", "signal",
-        "sessionId", "finalMessage", "touchedFiles", "changes", "readOnlyViolation", "usage",
+        "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "readOnlyViolation", "usage",
         "contextWindow",
     ]  # fmt: skip
 
 
 def test_plan_result_field_order(bench):
     bench.script({"actions": [{"stdout": "garbled"}], "exit": 4})
-    run_zcode(bench, "--read-only")
-    assert list(bench.result)[-8:] == [
-        "sessionId", "finalMessage", "touchedFiles", "changes", "readOnlyViolation", "usage",
+    run_zcode(bench, "--read-only", **DETECT_ONLY)
+    assert tail_from(bench.result, "sessionId") == [
+        "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "readOnlyViolation", "readOnlyEnforced", "readOnlyUnenforced", "usage",
         "contextWindow", "parseWarning", "stderrTail",
     ]  # fmt: skip
+
+
+def tail_from(result: dict, first: str) -> list:
+    """The result's field names from `first` on (what these tests pin)."""
+    keys = list(result)
+    return keys[keys.index(first) :]

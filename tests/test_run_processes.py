@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import commit_all, delegate
 from fakes import alive, wait_for
-from relaykit import SHORT_GRACE, Bench, finish, read_pid
+from relaykit import DETECT_ONLY, SHORT_GRACE, Bench, finish, read_pid
 
 
 def left_behind(bench: Bench, **grand) -> dict:
@@ -58,7 +58,7 @@ def test_a_late_write_during_the_sweep_is_in_the_read_only_verdict(tmp_path, key
     late = bench.work / "late.txt"
     bench.script(left_behind(bench, term_write=[str(late), "written on the way out\n"]))
     flag = {"vibe": "--plan-only"}.get(key, "--read-only")
-    run = bench.relay(flag)
+    run = bench.relay(flag, env=bench.fake.env(**DETECT_ONLY))
     assert late.read_text() == "written on the way out\n"
     assert run.result["readOnlyViolation"] is True, run
     assert "?? late.txt" in run.result["touchedFiles"]

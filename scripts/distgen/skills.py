@@ -92,6 +92,42 @@ def followup(adapter) -> str:
     )
 
 
+def quick_followup(adapter) -> str:
+    """Quickstart step 5: how a second pass goes (one or two lines)."""
+    session, last = resume_flags(adapter)
+    if "--continue" in _flag_names(adapter) and (session or last) and adapter.resumable:
+        other = f"`{session} <id>` with the id the summary names" if session else f"`{last}`"
+        return (
+            "a short delta brief with `--continue <run id>` (same session, same place),\n"
+            f"   or {other}."
+        )
+    return (
+        f"{product(adapter)} runs cannot be resumed from the relay: dispatch a new,\n"
+        "   complete brief that says what the last run did and what is still wrong."
+    )
+
+
+def resume_identity(adapter) -> str:
+    """Whether resuming keeps the session id, for this implementer."""
+    if not adapter.resumable or not adapter.session_field:
+        return ""
+    field = f"`{adapter.session_field}`"
+    if adapter.resume_keeps_id is True:
+        return (
+            f"{product(adapter)} kept the session id when resumed when we checked ({field} stays "
+            "the same); `sessionChanged` in the result says if a run did not."
+        )
+    if adapter.resume_keeps_id is False:
+        return (
+            f"{product(adapter)} answers a resumed run under a new id: continue with the {field} "
+            "of the latest run (the summary's `next:` line), not the first one."
+        )
+    return (
+        f"Whether {product(adapter)} keeps the id when resumed is not known: the result says "
+        f"(`sessionChanged`), and the summary names the id to pass next."
+    )
+
+
 def read_only_hint(adapter) -> str:
     flag = first_flag(adapter, READ_ONLY_FLAGS)
     if flag:
@@ -260,6 +296,8 @@ def implementer_values(adapter) -> dict[str, str]:
         "read_only_hint": read_only_hint(adapter),
         "default_timeout": adapter.default_timeout or "off",
         "followup": followup(adapter),
+        "quick_followup": quick_followup(adapter),
+        "resume_identity": resume_identity(adapter),
         "flags_table": flags_table(adapter),
         "dials": dials_text(adapter.key),
         "results": results_text(adapter),

@@ -116,6 +116,27 @@ def _changes_lines(result: dict) -> list[str]:
     ]
 
 
+def _session_lines(adapter: Adapter, result: dict, result_path: str) -> list[str]:
+    """Which id continues the conversation, when a resumed run came back with another."""
+    lines = []
+    field = adapter.session_field
+    reported = result.get(field) if field else None
+    if result.get("sessionChanged") is True and reported:
+        lines.append(
+            f"note: {adapter.display} answered in session {reported}, not the "
+            f"{result['sessionRequested']} asked for: continue with {reported}"
+        )
+    if result.get("repeatedFinal"):
+        lines.append(
+            "warning: this follow-up changed no file or repeated the session's last answer; "
+            "the implementer may be stuck: undo what regressed, stop, and report the options"
+        )
+    run_id = result.get("relayRunId")
+    if reported and run_id and adapter.resumable:
+        lines.append(f"next: --continue {run_id} resumes this session ({reported}) where it ran")
+    return lines
+
+
 def _read_only_lines(result: dict) -> list[str]:
     if "readOnlyViolation" not in result:
         return []
@@ -188,6 +209,7 @@ def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path:
         *extra_lines,
         *_touched_lines(result.get("touchedFiles")),
         *_changes_lines(result),
+        *_session_lines(adapter, result, result_path),
         *_worktree_lines(result, result_path),
     ]
     tail = result.get("stderrTail") or []

@@ -167,15 +167,37 @@ class GitOutcome:
         return "git did not answer in time" if self.code is None else f"git exited {self.code}"
 
 
-def run_argv(
+class Pending:
+    """A git command started and not yet waited for; `result()` waits (once)."""
+
+    def __init__(self, proc, input: bytes | None, timeout: float, failed=None) -> None:
+        self._proc = proc
+        self._input = input
+        self._timeout = timeout
+        self._outcome: GitOutcome | None = failed
+
+    def result(self) -> GitOutcome:
+        if self._outcome is None:
+            proc = self._proc
+            try:
+                out, err = proc.communicate(self._input, timeout=self._timeout)
+                self._outcome = GitOutcome(proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                kill_git(proc)
+                proc.communicate()
+                self._outcome = GitOutcome(None, b"", b"")
+        return self._outcome
+
+
+def start_argv(
     argv: list[str],
     *,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
     input: bytes | None = None,
     timeout: float = GIT_TIMEOUT_S,
-) -> GitOutcome:
-    """Run a git command line (in its own process group) and keep both streams."""
+) -> Pending:
+    """Start a git command line (in its own process group); wait with `.result()`."""
     try:
         proc = subprocess.Popen(
             argv,
@@ -187,14 +209,20 @@ def run_argv(
             start_new_session=True,
         )
     except OSError as problem:
-        return GitOutcome(None, b"", f"cannot run git: {problem}".encode())
-    try:
-        out, err = proc.communicate(input, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_git(proc)
-        proc.communicate()
-        return GitOutcome(None, b"", b"")
-    return GitOutcome(proc.returncode, out, err)
+        return Pending(None, None, 0, GitOutcome(None, b"", f"cannot run git: {problem}".encode()))
+    return Pending(proc, input, timeout)
+
+
+def run_argv(
+    argv: list[str],
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+    timeout: float = GIT_TIMEOUT_S,
+) -> GitOutcome:
+    """Run a git command line (in its own process group) and keep both streams."""
+    return start_argv(argv, cwd=cwd, env=env, input=input, timeout=timeout).result()
 
 
 def git_outcome(
@@ -213,30 +241,42 @@ _DRIVER_KEYS = r"^(filter\..+\.(clean|smudge|process)|merge\..+\.driver)$"
 
 
 class BoundGit:
-    """git for one work tree and git dir fixed in advance, with every configured program off."""
+    """git for one work tree and git dir fixed in advance, with every configured program off.
+
+    The configuration's filter and merge drivers are listed once (at the first
+    command that could run one, or ahead with `prefetch`) and emptied.
+    """
 
     def __init__(self, work_tree: str, git_dir: str, env: dict[str, str] | None = None) -> None:
         self.work_tree = work_tree
         self.git_dir = git_dir
         self._env = env or {}
         self._drivers: list[str] | None = None
+        self._listing: Pending | None = None
 
-    def argv(self, *args: str) -> list[str]:
+    def prefetch(self) -> None:
+        """Start listing the configuration's drivers now, beside other work."""
+        if self._drivers is None and self._listing is None:
+            self._listing = start_argv(
+                ["git", f"--git-dir={self.git_dir}", "config", "-z", "--name-only",
+                 "--get-regexp", _DRIVER_KEYS],
+                cwd=self.work_tree,
+                env=git_env(self._env),
+            )  # fmt: skip
+
+    def argv(self, *args: str, plain: bool = False) -> list[str]:
+        """The command line; `plain` for a command that runs no filter (ls-files, config…)."""
         argv = ["git", f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
-        for setting in (*SAFE_CONFIG, *self._driver_overrides()):
+        for setting in (*SAFE_CONFIG, *([] if plain else self._driver_overrides())):
             argv += ["-c", setting]
         return [*argv, *args]
 
     def _driver_overrides(self) -> list[str]:
         """`-c` values that empty every filter and merge driver the configuration names."""
         if self._drivers is None:
+            self.prefetch()
+            listed = self._listing.result()
             self._drivers = []
-            listed = run_argv(
-                ["git", f"--git-dir={self.git_dir}", "config", "-z", "--name-only",
-                 "--get-regexp", _DRIVER_KEYS],
-                cwd=self.work_tree,
-                env=git_env(self._env),
-            )  # fmt: skip
             for raw in listed.out.split(b"\0") if listed.ok else []:
                 key = os.fsdecode(raw.strip())
                 if key:
@@ -245,20 +285,24 @@ class BoundGit:
                         self._drivers.append(key.rsplit(".", 1)[0] + ".required=false")
         return self._drivers
 
-    def run(
+    def start(
         self,
         *args: str,
         env: dict[str, str] | None = None,
         input: bytes | None = None,
         timeout: float = GIT_TIMEOUT_S,
-    ) -> GitOutcome:
-        return run_argv(
-            self.argv(*args),
+        plain: bool = False,
+    ) -> Pending:
+        return start_argv(
+            self.argv(*args, plain=plain),
             cwd=self.work_tree,
             env=git_env({**self._env, **(env or {})}),
             input=input,
             timeout=timeout,
         )
+
+    def run(self, *args: str, **kw) -> GitOutcome:
+        return self.start(*args, **kw).result()
 
     def out(self, *args: str, **kw) -> bytes | None:
         done = self.run(*args, **kw)

@@ -128,6 +128,7 @@ class AgyState(State):
 
 class Agy(Adapter):
     key = "agy"
+    resume_field = "conversation"
     display = "Antigravity"
     tool = "agy"
     watchdog_default = "--print-timeout plus 60s grace (31m with the default 30m)"

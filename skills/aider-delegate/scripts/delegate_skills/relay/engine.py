@@ -127,6 +127,10 @@ class Relay:
         self.summary_printed = False
         self.ticker: Ticker | None = None
         self.worktree = None
+        #: False for the worktree a --continue run goes on in (another run made it).
+        self.worktree_owned = True
+        #: The run a --continue run resumes (its private record's id).
+        self.previous_run: str | None = None
         #: The worktree record of a --worktree run that never launched (its tree is removed).
         self.dropped_worktree: dict | None = None
         #: The run's private record (record.py), once the run directory exists.
@@ -139,6 +143,7 @@ class Relay:
         self.settled = True
         self.paths = None
         self.launched = False
+        self._repeated: bool | None = None
         self._fresh_names: list[str] = []
         #: The implementer's command line as launched (before any sandbox prefix).
         self.implementer_argv: list[str] | None = None
@@ -160,6 +165,8 @@ class Relay:
             except Usage as problem:
                 _say(str(problem))
                 return 2
+            if self.opts["dryRun"]:
+                return self.dry_run(brief)
             return self.dispatch(brief)
         finally:
             self.signals.uninstall()
@@ -174,6 +181,8 @@ class Relay:
             "outDir": None,
             "timeout": adapter.default_timeout,
             "worktree": False,
+            "continueRun": None,
+            "dryRun": False,
         }
         if adapter.has_model_flag:
             opts["model"] = None
@@ -183,7 +192,9 @@ class Relay:
         given: list[tuple[str, str]] = []
         self._typed: list[str] = []
         flagged = parse(argv, table, opts, given, self._typed)
-        if opts["worktree"]:
+        if opts["continueRun"]:
+            self._continue_from(opts)
+        if opts["worktree"] and not opts["dryRun"]:
             self._enter_worktree(opts)
         try:
             brief = self._check(opts, table, flagged, given)
@@ -212,6 +223,53 @@ class Relay:
         refuse_option_like(given)
         return brief
 
+    def _continue_from(self, opts: dict) -> None:
+        """Resume the session of an earlier run, where it ran. Raises Usage."""
+        from .runs import show
+
+        adapter = self.adapter
+        ref = opts["continueRun"]
+        for flag in ("--cd", "--worktree", "--session", "--resume-last", "--conversation",
+                     "--resume", "--continue-last"):  # fmt: skip
+            if flag in self._typed:
+                raise Usage(f"--continue {ref} resumes where that run ran; leave out {flag}")
+        try:
+            run = show(ref)
+        except UserError as problem:
+            raise Usage(f"--continue {ref}: {problem}") from None
+        status = run.status
+        if status in ("running", "orphaned"):
+            raise Usage(f"--continue {ref}: that run is still {status}; wait for it first")
+        result = run.result or {}
+        implementer = run.marker.get("implementer") or result.get("tool")
+        if implementer != adapter.key:
+            skill = registry.BY_KEY[implementer].skill if implementer in registry.BY_KEY else "?"
+            raise Usage(
+                f"--continue {ref}: that run was {implementer} (use {skill}); "
+                f"this relay is {adapter.key}"
+            )
+        session = result.get(adapter.session_field) if adapter.session_field else None
+        if not adapter.resumable or (not session and not adapter.latest_field):
+            raise Usage(f"--continue {ref}: that run left no session id to resume")
+        adapter.resume_options(opts, session if isinstance(session, str) else None)
+        workdir = result.get("workdir") or run.marker.get("workdir")
+        if not isinstance(workdir, str) or not os.path.isdir(workdir):
+            raise Usage(f"--continue {ref}: the folder that run worked in is gone ({workdir})")
+        opts["cd"] = workdir
+        if not opts["lane"] and isinstance(run.marker.get("lane"), str):
+            opts["lane"] = run.marker["lane"]
+        self.previous_run = run.id
+        tree = run.private.get("worktree") if run.private is not None else None
+        if isinstance(tree, dict) and not tree.get("removed") and os.path.isdir(tree["path"]):
+            from .worktree import Worktree
+
+            self.worktree = Worktree(
+                tree["path"], tree["branch"], tree["base"], tree["source"], workdir,
+                tree.get("sourceUncommitted") or 0,
+            )  # fmt: skip
+            self.worktree.git_dir, self.worktree.gitfile = tree.get("gitDir"), tree.get("gitfile")
+            self.worktree_owned = False
+
     def _enter_worktree(self, opts: dict) -> None:
         """Move the run into a new worktree of --cd's repository. Raises Usage.
 
@@ -229,7 +287,7 @@ class Relay:
 
     def _drop_worktree(self) -> None:
         """Remove a worktree this relay made for a run that did not start."""
-        if self.worktree is not None:
+        if self.worktree is not None and self.worktree_owned:
             from .worktree import remove
 
             remove(self.worktree.source, self.worktree.path, self.worktree.branch)
@@ -290,6 +348,60 @@ class Relay:
         )
 
     # ------------------------------------------------------------ the run
+
+    def dry_run(self, brief: str) -> int:
+        """Print what a dispatch would launch, and why it would or would not; launch nothing."""
+        from ..jsjson import stringify
+        from . import sandbox
+        from .rundir import default_root
+
+        adapter, opts = self.adapter, self.opts
+        env = adapter.child_env(opts)
+        launcher = adapter.launcher(opts, env)
+        out_dir = opts["outDir"] or os.path.join(default_root(), "<new run directory>")
+        run = RunDir(out_dir, iso_now(), brief)
+        binary = None if launcher is None else _which(launcher[0], env)
+        argv = None
+        if launcher is not None:
+            argv = mask_brief([*launcher, *adapter.build_argv(opts, run)], brief)
+        read_only = adapter.read_only(opts)
+        report = {
+            "dryRun": True,
+            "implementer": adapter.key,
+            "lane": opts["lane"],
+            "laneSource": opts["laneSource"],
+            "workdir": opts["cd"],
+            "worktree": bool(opts["worktree"]) or self.worktree is not None,
+            "outDir": opts["outDir"],
+            "binary": binary,
+            "implementerArgv": argv,
+            "briefVia": adapter.brief_via if adapter.brief_via == "stdin" else "argv",
+            "timeout": opts["timeout"],
+            "sessionRequested": adapter.session_requested(opts),
+            "previousRun": self.previous_run,
+            "readOnly": read_only,
+        }
+        if read_only:
+            from ..gitmeta import repo_paths
+            from .record import state_dir
+
+            paths = repo_paths(opts["cd"])
+            ro = [opts["cd"], state_dir(), paths.toplevel, paths.git_dir, paths.common_dir]
+            plan = sandbox.plan(
+                read_only=[p for p in ro if p],
+                writable=[_temp_dir(env), *adapter.sandbox_writable(opts)],
+                cwd=opts["cd"],
+                env=env,
+                refused=adapter.sandbox_refusal(opts, env),
+            )
+            report["readOnlyRoute"] = adapter.read_only_route or None
+            report["readOnlyEnforced"] = plan.enforced
+            report["readOnlyUnenforced"] = plan.reason
+        if binary is None:
+            report["problem"] = f"`{adapter.binary}` not found on PATH. {adapter.install_hint}"
+        sys.stdout.write(stringify(report, 2) + "\n")
+        sys.stdout.flush()
+        return 0
 
     def dispatch(self, brief: str) -> int:
         adapter, opts = self.adapter, self.opts
@@ -363,6 +475,7 @@ class Relay:
                 startedAt=started,
                 relay={"pid": os.getpid(), "start": process_start(os.getpid())},
                 worktree=worktree,
+                previousRun=self.previous_run,
             )
         except OSError as problem:
             _say(f"cannot write the run's private record: {problem}; runs cannot follow it")
@@ -612,7 +725,7 @@ class Relay:
     def _supervise(self, launcher: list[str], env: dict[str, str], brief: str) -> int:
         adapter, opts, run = self.adapter, self.opts, self.run
         argv = [*launcher, *adapter.build_argv(opts, run)]
-        self.implementer_argv = argv
+        self.implementer_argv = mask_brief(argv, run.brief)
         if self.sandbox is not None and self.sandbox.enforced:
             resolved = _which(argv[0], env)
             if resolved is None:
@@ -671,9 +784,12 @@ class Relay:
         adapter, opts, run = self.adapter, self.opts, self.run
         marker = run_marker(
             adapter.key, opts["lane"], opts["cd"], run.path, run.started_at, group=child.pid,
-            run_id=self._run_id(),
+            run_id=self._run_id(), argv=self.implementer_argv,
         )  # fmt: skip
-        self._update_record(group={"pgid": child.pid, "start": process_start(child.pid)})
+        self._update_record(
+            group={"pgid": child.pid, "start": process_start(child.pid)},
+            implementerArgv=self.implementer_argv,
+        )
         try:
             run.replace(RUN_FILE, marker)
         except OSError:
@@ -808,6 +924,7 @@ class Relay:
                 except OSError:
                     pass
         result = self.result(status, exit_code, signal_, final, tail, error)
+        self._remember_session(result, final)
         try:
             run.write_result(result)
         except OSError as problem:
@@ -883,6 +1000,11 @@ class Relay:
         extra["changes"] = changes[0]
         if changes[1]:
             extra["changesUnavailable"] = changes[1]
+        extra["relayRunId"] = self._run_id()
+        extra["implementerArgv"] = self.implementer_argv
+        extra.update(self._session_fields({**base, **extra}, final, changes[0]))
+        if self.previous_run is not None:
+            extra["previousRun"] = self.previous_run
         if self.tripwire is not None:
             files = changes[0]["files"] if changes[0] is not None else None
             extra["readOnlyViolation"] = self.tripwire.verdict(files, settled=self.settled)
@@ -901,6 +1023,28 @@ class Relay:
         if error:
             extra["error"] = error
         return {**base, **extra}
+
+    def _session_fields(self, so_far: dict, final: str, changes: dict | None) -> dict:
+        """sessionRequested, sessionChanged and repeatedFinal, for a run that resumed one."""
+        adapter = self.adapter
+        requested = adapter.session_requested(self.opts)
+        if requested is None:
+            return {}
+        reported = so_far.get(adapter.session_field) if adapter.session_field else None
+        reported = reported if isinstance(reported, str) and reported else None
+        changed = None if requested == "last" or reported is None else reported != requested
+        if self._repeated is None and self.settled and self.launched:
+            from . import sessions
+
+            known = [requested if requested != "last" else None, reported]
+            same_answer = sessions.repeats(adapter.key, [k for k in known if k], final)
+            idle = changes is not None and not changes["files"] and not adapter.read_only(self.opts)
+            self._repeated = same_answer or idle
+        return {
+            "sessionRequested": requested,
+            "sessionChanged": changed,
+            "repeatedFinal": bool(self._repeated),
+        }
 
     def _artifact_names(self) -> list[str]:
         """Every file the relay writes in the run directory."""
@@ -922,6 +1066,14 @@ class Relay:
         names.update(entry[1] for entry in adapter.path_fields if not isinstance(entry, str))
         return sorted(names)
 
+    def _remember_session(self, result: dict, final: str) -> None:
+        field = self.adapter.session_field
+        session = result.get(field) if field else None
+        if self.settled and self.launched and isinstance(session, str) and session:
+            from . import sessions
+
+            sessions.remember(self.adapter.key, session, final)
+
     def _run_id(self) -> str | None:
         return self.record.id if self.record is not None else None
 
@@ -938,6 +1090,20 @@ class Relay:
         if self.changes_field is None:
             self.changes_field = self.changes.field(self.run)
         return self.changes_field
+
+
+def mask_brief(argv: list[str], brief: str) -> list[str]:
+    """`argv` with the brief text (an argument, or a `--flag=` value) written `<brief>`."""
+    if not brief:
+        return list(argv)
+    masked = []
+    for arg in argv:
+        if arg == brief:
+            arg = "<brief>"
+        elif arg.endswith(brief) and arg[: -len(brief)].startswith("-"):
+            arg = arg[: -len(brief)] + "<brief>"
+        masked.append(arg)
+    return masked
 
 
 def _which(program: str, env: dict[str, str]) -> str | None:

@@ -46,6 +46,7 @@ def run_marker(
     started_at: str,
     group: int | None = None,
     run_id: str | None = None,
+    argv: list[str] | None = None,
 ) -> bytes:
     """The bytes of run.json for the relay process calling this.
 
@@ -68,6 +69,8 @@ def run_marker(
     if group is not None:
         marker["group"] = group
         marker["groupStart"] = process_start(group)
+    if argv is not None:
+        marker["implementerArgv"] = argv
     from ..jsjson import document_bytes
 
     return document_bytes(marker)

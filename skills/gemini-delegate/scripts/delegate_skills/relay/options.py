@@ -125,6 +125,21 @@ TAIL_FLAGS = (
         "Run in a new git worktree of --cd's repository, on branch delegate/<run id> from "
         "HEAD; the source tree is left as it is (land with `runs apply`).",
     ),
+    value_flag(
+        "--continue",
+        "continueRun",
+        "<run>",
+        "Resume that run's session where it ran (its worktree too): a run directory or "
+        "run id. The two runs are linked (previousRun).",
+        flagged=False,
+    ),
+    switch_flag(
+        "--dry-run",
+        "dryRun",
+        "Resolve the lane and flags and run the checks; print (JSON) the command line that "
+        "would be launched, the read-only route and whether it would be enforced. Launches "
+        "nothing.",
+    ),
 )
 MODEL_FLAG = value_flag("--model", "model", "<name>", "Model for this run.")
 PATH_DESTS = ("cd", "outDir")

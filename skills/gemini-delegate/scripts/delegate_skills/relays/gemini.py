@@ -40,6 +40,7 @@ class GeminiState(State):
 
 class Gemini(ApprovalModeAdapter):
     key = "gemini"
+    resume_keeps_id = True  # checked against the real CLI
     display = "Gemini CLI"
     tool = "gemini"
     install_hint = (

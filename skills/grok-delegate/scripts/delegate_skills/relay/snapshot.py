@@ -85,7 +85,13 @@ class Snapshotter:
         self.incomplete: str | None = None
 
     def git(self) -> BoundGit:
-        """A git for this work tree that reads (and writes) our objects and index."""
+        """A git for this work tree that reads (and writes) our objects and index.
+
+        The one the last snapshot used, when there is one: it has read the
+        configuration's drivers once already.
+        """
+        if getattr(self, "_git", None) is not None:
+            return self._git
         return BoundGit(self.work_tree, self.git_dir, env=self.env)
 
     def take(self, first: bool, exclude: list[str] | None = None) -> str:
@@ -95,11 +101,12 @@ class Snapshotter:
         later one from the index the first left. `exclude` names work-tree
         files left out (the relay's own artifacts, when they are inside).
         """
-        git = self.git()
-        if first:
-            self._check_budget(git)
-            self._seed_index(git)
+        self._git = None  # the configuration is read again: the run may have changed it
+        git = self._git = self.git()
+        git.prefetch()
         spec = ["--", ".", *(f":(exclude,literal){path}" for path in exclude or [])]
+        if first:
+            self._seed_index(git, spec)
         added = git.run(
             *_strict(), "add", "-A", "--ignore-errors", *spec, timeout=_SNAPSHOT_TIMEOUT_S
         )
@@ -108,14 +115,41 @@ class Snapshotter:
             raise SnapshotError(f"git add could not read the work tree: {added.reason()}")
         if added.code == 1:
             self.incomplete = added.reason().removeprefix("error: ")
-        wrote = git.run("write-tree", timeout=_SNAPSHOT_TIMEOUT_S)
+        wrote = git.run("write-tree", timeout=_SNAPSHOT_TIMEOUT_S, plain=True)
         if not wrote.ok:
             raise SnapshotError(f"git write-tree failed: {wrote.reason()}")
         return wrote.out.decode("ascii", "replace").strip()
 
-    def _check_budget(self, git: BoundGit) -> None:
-        listed = git.run("ls-files", "-z", "--others", "--exclude-standard", "--directory",
-                         "--no-empty-directory", timeout=_SNAPSHOT_TIMEOUT_S)  # fmt: skip
+    def _seed_index(self, git: BoundGit, spec: list[str]) -> None:
+        """Copy the repository's index, then (at once) list its flags and the untracked files."""
+        real = os.path.join(self.git_dir, "index")
+        try:
+            shutil.copy2(real, self.index)  # copy2 keeps the mtime git needs for racy entries
+        except FileNotFoundError:
+            if git.run("read-tree", "--empty", plain=True).code != 0:
+                raise SnapshotError("git could not start an empty index") from None
+        except OSError as problem:
+            raise SnapshotError(f"cannot copy {real}: {problem.strerror or problem}") from None
+        else:
+            os.chmod(self.index, 0o600)
+        flags = git.start("ls-files", "-v", "-z", timeout=_SNAPSHOT_TIMEOUT_S, plain=True)
+        untracked = git.start(
+            "ls-files", "-z", "--others", "--exclude-standard", "--directory",
+            "--no-empty-directory", *spec, timeout=_SNAPSHOT_TIMEOUT_S, plain=True,
+        )  # fmt: skip
+        flagged = hidden_from(flags.result())
+        self._check_budget(untracked.result())
+        if flagged is None:
+            raise SnapshotError("git could not list the index")
+        if flagged:
+            cleared = git.run(
+                "update-index", "--no-assume-unchanged", "--no-skip-worktree", "-z", "--stdin",
+                input=b"".join(path + b"\0" for path in flagged), plain=True,
+            )  # fmt: skip
+            if not cleared.ok:
+                raise SnapshotError(f"git could not clear index flags: {cleared.reason()}")
+
+    def _check_budget(self, listed) -> None:
         if not listed.ok:
             raise SnapshotError(f"git could not list untracked files: {listed.reason()}")
         max_files, max_bytes = budget()
@@ -133,28 +167,6 @@ class Snapshotter:
                         f"record holds ({max_files} files or {max_bytes // (1 << 20)} MiB); "
                         "ignore or commit them"
                     )
-
-    def _seed_index(self, git: BoundGit) -> None:
-        real = os.path.join(self.git_dir, "index")
-        try:
-            shutil.copy2(real, self.index)  # copy2 keeps the mtime git needs for racy entries
-        except FileNotFoundError:
-            if git.run("read-tree", "--empty").code != 0:
-                raise SnapshotError("git could not start an empty index") from None
-            return
-        except OSError as problem:
-            raise SnapshotError(f"cannot copy {real}: {problem.strerror or problem}") from None
-        os.chmod(self.index, 0o600)
-        flagged = hidden_entries(git)
-        if flagged is None:
-            raise SnapshotError("git could not list the index")
-        if flagged:
-            cleared = git.run(
-                "update-index", "--no-assume-unchanged", "--no-skip-worktree", "-z", "--stdin",
-                input=b"".join(path + b"\0" for path in flagged),
-            )  # fmt: skip
-            if not cleared.ok:
-                raise SnapshotError(f"git could not clear index flags: {cleared.reason()}")
 
 
 def _strict() -> list[str]:
@@ -183,7 +195,12 @@ def _sizes(path: str):
 
 def hidden_entries(git: BoundGit, env: dict[str, str] | None = None) -> list[bytes] | None:
     """Index paths marked assume-unchanged or skip-worktree (None when git cannot say)."""
-    listed = git.run("ls-files", "-v", "-z", env=env, timeout=_SNAPSHOT_TIMEOUT_S)
+    return hidden_from(git.run("ls-files", "-v", "-z", env=env, timeout=_SNAPSHOT_TIMEOUT_S,
+                               plain=True))  # fmt: skip
+
+
+def hidden_from(listed) -> list[bytes] | None:
+    """The flagged paths in `ls-files -v -z` output (None when git failed)."""
     if not listed.ok:
         return None
     flagged = []

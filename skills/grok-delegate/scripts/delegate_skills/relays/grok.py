@@ -57,6 +57,7 @@ def _session_of(event: dict):
 
 class Grok(Adapter):
     key = "grok"
+    resume_keeps_id = True  # checked against the real CLI
     display = "Grok"
     missing_at_launch_is_unavailable = False
     tool = "grok"
@@ -124,6 +125,9 @@ class Grok(Adapter):
 
     def read_only(self, opts: dict) -> bool:
         return opts["autonomy"] == "read-only"
+
+    def own_sandbox(self, opts: dict) -> bool:
+        return opts["autonomy"] != "full-access"
 
     def extra_artifacts(self, opts: dict, run) -> dict[str, bytes]:
         # final.txt exists from the start, so finalPath is always a path.

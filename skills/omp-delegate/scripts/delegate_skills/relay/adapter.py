@@ -120,6 +120,13 @@ class Adapter:
     session_field: str = "sessionId"
     #: False when the relay refuses every way of resuming a session.
     resumable: bool = True
+    #: The option that takes a session id to resume, and the switch that resumes
+    #: the latest session (None where the relay has none).
+    resume_field: str | None = "session"
+    latest_field: str | None = "resumeLast"
+    #: Whether the CLI keeps the session id when a session is resumed: True,
+    #: False (it reports a new id), or None (not known). For the skill texts.
+    resume_keeps_id: bool | None = None
     #: How the brief reaches the implementer, for the skill texts, when the
     #: generic wording for `brief_via` would not be true.
     brief_route: str = ""
@@ -219,8 +226,22 @@ class Adapter:
         """
         return []
 
+    def own_sandbox(self, opts: dict) -> bool:
+        """Whether this run of the CLI starts a bubblewrap sandbox of its own."""
+        return False
+
     def sandbox_refusal(self, opts: dict, env: dict[str, str]) -> str | None:
-        """Why this CLI cannot run inside the read-only sandbox now (None: it can)."""
+        """Why this CLI cannot run inside the read-only sandbox now (None: it can).
+
+        As root the sandbox drops every capability (else the implementer could
+        remount the repository writable), and a CLI's own bubblewrap then
+        cannot make its namespaces; as a normal user both nest.
+        """
+        if self.own_sandbox(opts) and os.geteuid() == 0:
+            return (
+                f"{self.display} starts its own bubblewrap sandbox, which cannot start inside "
+                "ours as root; run as a normal user to have it enforced"
+            )
         return None
 
     # -- launching ------------------------------------------------------------
@@ -258,6 +279,25 @@ class Adapter:
         """Last look at the world before the implementer starts (after the preflight)."""
 
     # -- reading the run ------------------------------------------------------
+
+    def session_requested(self, opts: dict) -> str | None:
+        """The session this run asked to resume: its id, "last", or None for a fresh one."""
+        if self.resume_field and opts.get(self.resume_field):
+            return opts[self.resume_field]
+        if self.latest_field and opts.get(self.latest_field):
+            return "last"
+        return None
+
+    def resume_options(self, opts: dict, session: str | None) -> None:
+        """Set the options that resume `session` (None: the latest). Raises Usage."""
+        if session and self.resume_field:
+            opts[self.resume_field] = session
+        elif self.latest_field:
+            opts[self.latest_field] = True
+        else:
+            from .options import Usage
+
+            raise Usage(f"{self.display}'s relay cannot resume a session; --continue needs one")
 
     def new_state(self, opts: dict) -> State:
         state = State(opts)

@@ -90,22 +90,23 @@ class ChangeRecord:
 def describe(git, before: str, after: str, run_dir=None) -> tuple[dict | None, str | None]:
     """The change from tree `before` to tree `after`, and the patch in `run_dir`."""
     files: list[dict] = []
+    made = None
     if before != after:
-        listed = git.run(
-            "diff-tree", "-r", "-z", "--raw", "--numstat", "-M", "--no-ext-diff",
-            "--no-textconv", before, after, timeout=600,
-        )  # fmt: skip
+        common = ["diff-tree", "-r", "-M", "--no-ext-diff", "--no-textconv"]
+        listed = git.start(*common, "-z", "--raw", "--numstat", before, after, timeout=600,
+                           plain=True)  # fmt: skip
+        if run_dir is not None:  # the patch at the same time
+            made = git.start(*common, "-p", "--binary", "--full-index", "--no-color", before,
+                             after, timeout=600, plain=True)  # fmt: skip
+        listed = listed.result()
         if not listed.ok:
             return None, f"git diff-tree failed: {listed.reason()}"
         files = parse_raw_numstat(listed.out)
     patch_path = None
     if run_dir is not None:
         patch = b""
-        if files:
-            made = git.run(
-                "diff-tree", "-r", "-p", "--binary", "--full-index", "-M", "--no-ext-diff",
-                "--no-textconv", "--no-color", before, after, timeout=600,
-            )  # fmt: skip
+        if made is not None:
+            made = made.result()
             if not made.ok:
                 return None, f"git diff-tree failed: {made.reason()}"
             patch = made.out
