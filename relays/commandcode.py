@@ -66,6 +66,9 @@ READ_ONLY_CHECK = {
 }
 
 
+SKIP_UPDATES = "COMMANDCODE_SKIP_UPDATES"
+
+
 class CommandCodeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
@@ -338,7 +341,11 @@ class CommandCode(Adapter):
             )
 
     def child_env(self, opts: dict) -> dict[str, str]:
-        return clean_environment(opts, (BIN_ENV,))
+        env = clean_environment(opts, (BIN_ENV,))
+        # Command Code updates itself whenever it starts (a detached `npm install -g`),
+        # which the end of the run would cut short.
+        env.setdefault(SKIP_UPDATES, "1")
+        return env
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = list(HEADLESS)

@@ -32,6 +32,50 @@ def _private_state_home(tmp_path_factory):
         os.environ["XDG_STATE_HOME"] = previous
 
 
+#: PATH as the suite found it; the realcli tests (opt-in) reach the real CLIs through it.
+ORIGINAL_PATH = os.environ.get("PATH", "")
+
+
+def _implementer_binaries() -> set[str]:
+    from delegate_skills import registry
+
+    return {impl.binary for impl in registry.IMPLEMENTERS}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _path_without_real_implementers(tmp_path_factory, request):
+    """No test reaches a real implementer CLI, whatever the machine has on PATH.
+
+    Each PATH directory that holds an implementer binary (codex, claude, …) is
+    replaced by a directory of links to everything else in it; the fakes a
+    test installs come first on its own PATH. Tests marked `realcli` are the
+    only ones that mean the real CLIs; when they are selected, PATH is kept.
+    """
+    if request.config.getoption("-m", default="") == "realcli":
+        yield
+        return
+    binaries = _implementer_binaries()
+    shadows = tmp_path_factory.mktemp("path-without-implementers")
+    parts = []
+    for n, folder in enumerate(ORIGINAL_PATH.split(os.pathsep)):
+        try:
+            names = os.listdir(folder) if folder else []
+        except OSError:
+            continue
+        if not binaries.intersection(names):
+            parts.append(folder)
+            continue
+        shadow = shadows / str(n)
+        shadow.mkdir()
+        for name in names:
+            if name not in binaries:
+                os.symlink(os.path.join(folder, name), shadow / name)
+        parts.append(str(shadow))
+    os.environ["PATH"] = os.pathsep.join(parts)
+    yield
+    os.environ["PATH"] = ORIGINAL_PATH
+
+
 #: Every process a test starts inherits this variable, set to a value of that test's own.
 PROCESS_TAG = "DELEGATE_TESTS_PROCESS_TAG"
 _tests_run = itertools.count()

@@ -71,7 +71,7 @@ ANSWERS: dict[str, dict[str, tuple[str, str, int]]] = {
         "--version": ("oz 0.9.1\n", "", 0),
         "whoami --output-format text": ("service_account:sa_123\n", "", 0),
     },
-    "copilot": {"version": ("GitHub Copilot CLI 1.0.102\n", "", 0)},
+    "copilot": {"--version": ("GitHub Copilot CLI 1.0.102\n", "", 0)},
     "aider": {"--version": ("aider 0.86.2\n", "", 0)},
 }
 

@@ -80,7 +80,13 @@ def test_delegate_discover_json_is_the_same_document(machine):
     script = run([PYTHON, str(SETUP_SCRIPTS / "discover.py"), "--usage"], env=env)
     cli = delegate("discover", "--usage", "--json", env={**os.environ, **env})
     assert cli.code == 0, cli
-    assert cli.out == script.out
+    document = json.loads(cli.out)
+    extra = {k: document.pop(k) for k in ("probed", "cached", "probeSeconds")}
+    assert document == json.loads(script.out)
+    assert extra["cached"] == [] and extra["probed"] == sorted(
+        e["key"] for e in document["discovered"]
+    )
+    assert set(extra["probeSeconds"]) == set(extra["probed"])
 
 
 @pytest.mark.parametrize(
@@ -120,7 +126,7 @@ def test_a_probe_cut_while_others_ran_is_tried_again_alone(tmp_path, monkeypatch
         bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, hang_once=("--version",)
     )
     # Three probes of 1 s in the other slot: one of them is running when aider is cut at 2 s.
-    recording(bindir, "copilot", log, {"version": ("copilot 1.0\n", "", 0)}, work=1.0)
+    recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.0)
     recording(bindir, "oz", log, ANSWERS["oz"], work=1.0)
     report = disc.discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
@@ -146,7 +152,7 @@ def test_a_probe_cut_twice_is_reported_unknown(tmp_path, monkeypatch):
     monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
-    recording(bindir, "copilot", log, {"version": ("copilot 1.0\n", "", 0)}, work=0.5)
+    recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=0.5)
     report = disc.discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert (entries["qoder"]["version"], entries["copilot"]["version"]) == (None, "copilot 1.0")
@@ -158,12 +164,12 @@ def test_a_probe_that_had_the_cap_nearly_to_itself_is_not_tried_again(tmp_path, 
     """Others ran beside it for a moment only: it hangs on its own, as copilot's update check."""
     monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 4.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
-    recording(bindir, "copilot", log, {"version": ("", "", 0)}, hang=("version",))
+    recording(bindir, "copilot", log, {"--version": ("", "", 0)}, hang=("--version",))
     install(bindir, {"aider": ANSWERS["aider"]})  # answers at once: one short process
     report = disc.discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert (entries["aider"]["version"], entries["copilot"]["version"]) == ("aider 0.86.2", None)
-    assert len([r for r in runs(log) if r.argv == "copilot version"]) == 1
+    assert len([r for r in runs(log) if r.argv == "copilot --version"]) == 1
     wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
 
 
@@ -263,7 +269,12 @@ def test_progress_lines_on_a_terminal_and_none_on_a_pipe(machine):
         on_tty.kill()
         on_tty.wait()
     assert on_tty.returncode == 0
-    assert tty_out == pipe_out  # the JSON is the same either way
+    piped_doc, tty_doc = json.loads(pipe_out), json.loads(tty_out)
+    assert (piped_doc["cached"], tty_doc["probed"]) == ([], [])  # the second answered from cache
+    for extra in ("probed", "cached", "probeSeconds"):
+        piped_doc.pop(extra)
+        tty_doc.pop(extra)
+    assert tty_doc == piped_doc  # the same answers either way
     lines = shown.decode().replace("\r\n", "\n").splitlines()
     assert sorted(line.split()[0] for line in lines) == sorted(keys)
     assert "claude       2.1.0 (Claude Code)  ·  logged in  ·  4 models" in lines

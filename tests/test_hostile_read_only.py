@@ -20,11 +20,13 @@ from conftest import commit_all, fleet_doc, git, make_repo, write_json
 from relaykit import DETECT_ONLY, Bench
 
 HAS_BWRAP = shutil.which("bwrap") is not None
+#: A relay whose CLI starts no sandbox of its own: ours applies to it as root too.
+UNSANDBOXED = "pi"
 needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bwrap is not installed here")
 
 
-def prepared(tmp_path: Path, name: str = "work") -> Bench:
-    bench = Bench(tmp_path, "codex", repo=False)
+def prepared(tmp_path: Path, name: str = "work", key: str = "codex") -> Bench:
+    bench = Bench(tmp_path, key, repo=False)
     bench.work = make_repo(tmp_path / name)
     (bench.work / "tracked.txt").write_text("original\n")
     commit_all(bench.work)
@@ -228,17 +230,17 @@ def enforced(bench: Bench, actions: list, *flags: str) -> dict:
 
 @needs_bwrap
 def test_bwrap_stops_a_write_to_the_work_tree(tmp_path):
-    bench = prepared(tmp_path)
+    bench = prepared(tmp_path, key=UNSANDBOXED)
     result = enforced(bench, [{"append": ["tracked.txt", "sneaky\n"]}])
     assert (bench.work / "tracked.txt").read_text() == "original\n"
-    assert result["status"] == "failed"  # the fake died on its write
+    assert result["exitCode"] != 0  # the fake died on its write
     assert result["readOnlyViolation"] is False
     assert "readOnlyChanges" not in result
 
 
 @needs_bwrap
 def test_bwrap_stops_an_approval_and_a_commit(tmp_path):
-    bench = prepared(tmp_path)
+    bench = prepared(tmp_path, key=UNSANDBOXED)
     approval = bench.work / ".git" / "delegate-skills" / "project-config.sha256"
     enforced(bench, [{"mkdir": ".git/delegate-skills"}])
     enforced(bench, [{"git": ["commit", "-q", "--allow-empty", "-m", "sneaky"]}])
@@ -248,7 +250,7 @@ def test_bwrap_stops_an_approval_and_a_commit(tmp_path):
 
 @needs_bwrap
 def test_bwrap_stops_a_write_to_the_private_records(tmp_path):
-    bench = prepared(tmp_path)
+    bench = prepared(tmp_path, key=UNSANDBOXED)
     state = tmp_path / "state"
     bench.script({"actions": [{"write": [str(state / "delegate-skills" / "planted"), "x"]}]})
     run = bench.relay("--read-only", env=bench.fake.env(XDG_STATE_HOME=str(state)))
@@ -258,7 +260,7 @@ def test_bwrap_stops_a_write_to_the_private_records(tmp_path):
 
 @needs_bwrap
 def test_the_run_dir_inside_the_repo_stays_writable(tmp_path):
-    bench = prepared(tmp_path)
+    bench = prepared(tmp_path, key=UNSANDBOXED)
     bench.out = bench.work / "runs" / "one"
     result = enforced(bench, [{"write": [str(bench.out / "notes.txt"), "the cli's own\n"]}])
     assert result["status"] == "completed", result
@@ -268,7 +270,7 @@ def test_the_run_dir_inside_the_repo_stays_writable(tmp_path):
 
 
 def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path):
-    bench = prepared(tmp_path)
+    bench = prepared(tmp_path, key=UNSANDBOXED)
     bench.script({"actions": [{"append": ["tracked.txt", "x\n"]}]})
     git_dir = os.path.dirname(shutil.which("git"))
     path = f"{bench.fake.bin}{os.pathsep}{tmp_path / 'bin'}"
@@ -282,6 +284,19 @@ def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path):
     )
     assert result["readOnlyViolation"] is True
     assert result["readOnlyChanges"] == ["tracked.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for runs as root")
+def test_as_root_a_cli_with_its_own_sandbox_is_detect_only(tmp_path):
+    bench = prepared(tmp_path)  # codex: its read-only sandbox is a bubblewrap of its own
+    bench.script({})
+    result = bench.relay("--read-only").result
+    assert result["readOnlyEnforced"] is None
+    assert result["readOnlyUnenforced"] == (
+        "Codex starts its own bubblewrap sandbox, which cannot start inside ours as root; "
+        "run as a normal user to have it enforced"
+    )
+    assert result["readOnlyViolation"] is False  # proven by detection instead
 
 
 # ---------------------------------------------------------------- a read-only lane is a policy

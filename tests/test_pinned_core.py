@@ -283,7 +283,7 @@ def test_a_retry_waits_for_every_other_probe_and_runs_alone(tmp_path, monkeypatc
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)},
               work=0.3, hang_once=("--version",))  # fmt: skip
-    recording(bindir, "copilot", log, {"version": ("copilot 1.0\n", "", 0)}, work=1.2)
+    recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.2)
     recording(bindir, "oz", log, {"--version": ("oz 0.9.1\n", "", 0),
               "whoami --output-format text": ("user:abc\n", "", 0)}, work=1.2)  # fmt: skip
     report = disc.discover(env=_env(bindir, tmp_path), slots=2)
@@ -296,7 +296,7 @@ def test_a_retry_waits_for_every_other_probe_and_runs_alone(tmp_path, monkeypatc
     assert entries["warp"]["authenticated"] is True
     logged = runs(log)
     assert sorted(r.argv for r in logged) == sorted(
-        ["aider --version", "aider --version", "copilot version", "oz --version",
+        ["aider --version", "aider --version", "copilot --version", "oz --version",
          "oz whoami --output-format text"]
     )  # fmt: skip
     cut, retry = [r for r in logged if r.argv == "aider --version"]
@@ -308,7 +308,7 @@ def test_a_retry_waits_for_every_other_probe_and_runs_alone(tmp_path, monkeypatc
 def test_nothing_starts_beside_a_probe_that_runs_alone(tmp_path):
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, work=1.0)
-    recording(bindir, "copilot", log, {"version": ("copilot 1.0\n", "", 0)})
+    recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)})
     slots = disc.Slots(2)
     env = _env(bindir, tmp_path)
     answers: dict[str, object] = {}
@@ -321,7 +321,7 @@ def test_nothing_starts_beside_a_probe_that_runs_alone(tmp_path):
     try:
         wait_for(lambda: len(runs(log)) == 1)
         other = threading.Thread(
-            target=ask, args=("copilot", [str(bindir / "copilot"), "version"], False)
+            target=ask, args=("copilot", [str(bindir / "copilot"), "--version"], False)
         )
         other.start()
         other.join(timeout=60)
@@ -332,7 +332,7 @@ def test_nothing_starts_beside_a_probe_that_runs_alone(tmp_path):
         "copilot 1.0\n",
     )
     first, second = runs(log)
-    assert (first.argv, second.argv) == ("aider --version", "copilot version")
+    assert (first.argv, second.argv) == ("aider --version", "copilot --version")
     assert first.end < second.start, runs(log)
 
 

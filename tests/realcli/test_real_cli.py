@@ -116,7 +116,9 @@ CONTROL = {
 
 
 def real_binary(cli: str) -> str:
-    found = shutil.which(cli)
+    from conftest import ORIGINAL_PATH
+
+    found = shutil.which(cli, path=ORIGINAL_PATH)
     if found is None:
         pytest.skip(f"`{cli}` is not on PATH (put the CLI's bin directory first on PATH)")
     return found
@@ -173,7 +175,9 @@ def clean_env(root: Path, path_first: Path | None = None) -> dict[str, str]:
     tmp = root / "tmp"
     home.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)
-    path = os.environ.get("PATH", "/usr/bin:/bin")
+    from conftest import ORIGINAL_PATH
+
+    path = ORIGINAL_PATH or "/usr/bin:/bin"
     env = {
         "PATH": f"{path_first}:{path}" if path_first else path,
         "HOME": str(home),

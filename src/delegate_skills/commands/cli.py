@@ -305,18 +305,53 @@ def _discover_progress(entry: dict) -> None:
 
 
 @cli.command("discover")
+@click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.option("--usage", is_flag=True, help="Add session counts and last use (listings only).")
+@click.option("--fresh", is_flag=True, help="Probe every CLI again, whatever the cache holds.")
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
-def discover_command(usage: bool, as_json: bool) -> None:
+def discover_command(keys: tuple[str, ...], usage: bool, fresh: bool, as_json: bool) -> None:
     """Find installed implementer CLIs: version, login, models (probes run in parallel).
 
-    On a terminal, stderr shows a line for each CLI as it answers.
+    Answers are remembered (under $XDG_CACHE_HOME/delegate-skills/) until the
+    CLI's binary or sign-in files change, or for 15 minutes for sign-in: a
+    second run answers at once. KEY probes only those CLIs. On a terminal,
+    stderr shows a line for each CLI as it answers. The JSON is the Node
+    bundle's document plus `probed`, `cached` and `probeSeconds`.
     """
-    from ..discover import discover
+    from ..discover import discover_cached
+
+    for key in keys:
+        if registry.get(key) is None:
+            raise click.BadParameter(
+                f"{key!r} is not an implementer{did_you_mean(key, registry.KEYS)} "
+                f"(one of: {', '.join(registry.KEYS)})",
+                param_hint="KEY",
+            )
+    from ..discovercache import cache_path
 
     progress = _discover_progress if sys.stderr.isatty() else None
-    report = discover(with_usage=usage, progress=progress)
-    click.echo(jsjson.stringify(report, 2) if _wants_json(as_json) else discover_table(report))
+    if progress is not None and not os.path.exists(cache_path()):
+        click.echo("delegate: the first discover probes every CLI and may take a minute",
+                   err=True)  # fmt: skip
+    report, details = discover_cached(
+        with_usage=usage, only=set(keys) or None, fresh=fresh, progress=progress
+    )
+    document = {**report, "probed": details["probed"], "cached": details["cached"],
+                "probeSeconds": details["seconds"]}  # fmt: skip
+    if _wants_json(as_json):
+        click.echo(jsjson.stringify(document, 2))
+        return
+    click.echo(discover_table(report))
+    if details["cached"]:
+        click.echo(f"(from the cache: {', '.join(details['cached'])}; --fresh probes them again)")
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`; did you mean X?` for the closest of `choices`, or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 @cli.command("doctor")

@@ -514,7 +514,8 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         "GitHub Copilot CLI",
         ("model", "effort", "timeout", "readOnly"),
         win_shell=True,
-        version_args=("version",),
+        # `copilot version` prints, then waits on an update check (80 s here).
+        version_args=("--version",),
         login="copilot login",
     ),
     Implementer(

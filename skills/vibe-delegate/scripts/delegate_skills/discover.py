@@ -485,19 +485,34 @@ class _Pending:
         slots: Slots,
     ) -> None:
         self.impl, self.launch, self.env, self.home = impl, launch, env, home
+        #: Seconds each probe took (from its start to its answer), by what it asked.
+        self.seconds: dict[str, float] = {}
         auth_args = impl.auth_probe.args if impl.auth_probe else None
         model_args = impl.model_probe.args if impl.model_probe and impl.model_probe.args else None
-        self.version = pool.submit(version_of, impl, launch, env, slots)
-        self.auth = pool.submit(run_probe, launch, auth_args, env, slots) if auth_args else None
+        self.version = pool.submit(self._timed, "version", version_of, impl, launch, env, slots)
+        self.auth = (
+            pool.submit(self._timed, "auth", run_probe, launch, auth_args, env, slots)
+            if auth_args
+            else None
+        )
         if model_args and model_args == auth_args and not impl.auth_probe.json_field:
             # One run answers both (grok's `models` says "not authenticated" when logged out).
             self.models = self.auth
         else:
             self.models = (
-                pool.submit(run_probe, launch, model_args, env, slots) if model_args else None
+                pool.submit(self._timed, "models", run_probe, launch, model_args, env, slots)
+                if model_args
+                else None
             )
         self.usage = pool.submit(usage_of, impl, env, home) if with_usage else None
         self.futures = {f for f in (self.version, self.auth, self.models, self.usage) if f}
+
+    def _timed(self, what: str, probe, *args):
+        start = time.monotonic()
+        try:
+            return probe(*args)
+        finally:
+            self.seconds[what] = round(time.monotonic() - start, 3)
 
     def entry(self) -> dict:
         impl = self.impl
@@ -572,8 +587,11 @@ def discover(
     only: set[str] | None = None,
     progress=None,
     slots: int | None = None,
+    seconds: dict | None = None,
 ) -> dict:
     """The delegate-discover.v1 report for this machine (`only`: just these keys).
+
+    `seconds`, when given, receives each probed CLI's probe times.
 
     `progress`, when given, is called with each CLI's entry as it is ready.
     `slots`: how many probes may run at once (default: probe_slots()).
@@ -581,6 +599,8 @@ def discover(
     starts before the KeyboardInterrupt goes on.
     """
     env = dict(os.environ if env is None else env)
+    # Command Code updates itself (a detached `npm install -g`) whenever it starts.
+    env.setdefault("COMMANDCODE_SKIP_UPDATES", "1")
     platform = platform or sys.platform
     home = env.get("HOME") or os.path.expanduser("~")
     wanted = [impl for impl in registry.IMPLEMENTERS if only is None or impl.key in only]
@@ -600,6 +620,8 @@ def discover(
                 entries[key] = entry
                 if progress is not None:
                     progress(entry)
+            if seconds is not None:
+                seconds.update({probes.impl.key: dict(probes.seconds) for probes in pending})
         except BaseException:
             runner.cancel()
             raise
@@ -613,3 +635,69 @@ def discover(
     ]
     discovered = [entries[impl.key] for impl in found]
     return {"version": registry.DISCOVER_VERSION, "discovered": discovered, "missing": missing}
+
+
+def discover_cached(
+    *,
+    with_usage: bool = False,
+    only: set[str] | None = None,
+    fresh: bool = False,
+    progress=None,
+    env: dict[str, str] | None = None,
+) -> tuple[dict, dict]:
+    """The report, answering from the cache (discovercache.py) what has not changed.
+
+    Returns (report, details): details holds `cached` and `probed` keys and the
+    probe times (`seconds`) of what was probed now. Session usage is always
+    read afresh (directory listings only).
+    """
+    from . import discovercache as cache
+
+    env = dict(os.environ if env is None else env)
+    home = env.get("HOME") or os.path.expanduser("~")
+    wanted = [impl for impl in registry.IMPLEMENTERS if only is None or impl.key in only]
+    launches = {impl.key: locate(impl, env, sys.platform, home) for impl in wanted}
+    remembered = {} if fresh else cache.load(env)
+    now = time.time()
+    reused: dict[str, dict] = {}
+    for impl in wanted:
+        launch = launches[impl.key]
+        hit = (
+            None
+            if launch is None
+            else cache.fresh_entry(remembered, impl.key, launch.path, env, now)
+        )
+        if hit is not None and hit["entry"].get("path") == launch.path:
+            reused[impl.key] = dict(hit["entry"])
+            if progress is not None:
+                progress(reused[impl.key])
+    to_probe = {impl.key for impl in wanted if launches[impl.key] is not None} - set(reused)
+    seconds: dict[str, dict] = {}
+    probed: dict[str, dict] = {}
+    if to_probe:
+        report = discover(env=env, only=to_probe, progress=progress, seconds=seconds)
+        probed = {entry["key"]: entry for entry in report["discovered"]}
+        try:
+            cache.store(
+                {key: {"entry": entry, "path": entry["path"], "seconds": seconds.get(key)}
+                 for key, entry in probed.items()},
+                env,
+            )  # fmt: skip
+        except Exception:
+            pass
+    discovered = []
+    for impl in wanted:
+        entry = reused.get(impl.key) or probed.get(impl.key)
+        if entry is None:
+            continue
+        if with_usage:
+            entry = {**entry, "usage": usage_of(impl, env, home)}
+        discovered.append(entry)
+    missing = [
+        {"key": impl.key, "binary": impl.binary, "skill": impl.skill}
+        for impl in wanted
+        if launches[impl.key] is None
+    ]
+    report = {"version": registry.DISCOVER_VERSION, "discovered": discovered, "missing": missing}
+    details = {"cached": sorted(reused), "probed": sorted(probed), "seconds": seconds}
+    return report, details

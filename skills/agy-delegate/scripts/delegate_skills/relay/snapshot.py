@@ -12,7 +12,8 @@ tree, through a private index and a private object store:
   `core.fileMode`): a same-size rewrite with its mtime put back still changes
   the file's ctime, and a chmod is a change even where the user turned
   `core.fileMode` off;
-- new objects go to an object store of our own under the state dir, with the
+- new objects go to an object store of our own under the state dir (one for
+  every repository: objects are named by their content), with the
   repository's objects as an alternate: the user's `.git/objects` never grows
   by a snapshot, and a file that did not change is never written twice;
 - git runs bound to the git dir and work tree resolved before the run, with
@@ -23,7 +24,6 @@ The user's index, objects and refs are never written.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 
@@ -51,9 +51,13 @@ class SnapshotError(Exception):
 
 
 def private_objects(common_dir: str) -> str:
-    """The object store of our own for the repository whose common git dir is `common_dir`."""
-    key = hashlib.sha256(os.fsencode(os.path.realpath(common_dir))).hexdigest()[:20]
-    path = os.path.join(record.state_dir(), OBJECTS_DIR, key)
+    """Our own object store, beside the repository whose common git dir is `common_dir`.
+
+    One store serves every repository: objects are named by their content, so
+    they cannot clash, and each git we run names the repository's own store
+    as its alternate.
+    """
+    path = os.path.join(record.state_dir(), OBJECTS_DIR)
     for sub in ("info", "pack"):
         os.makedirs(os.path.join(path, sub), mode=0o700, exist_ok=True)
     return path

@@ -24,7 +24,11 @@ from __future__ import annotations
 import os
 
 from ..gitmeta import run_git
-from .gitprint import RepoPrint, RepoSpec
+
+# `typing` costs milliseconds at every relay start; type checkers read this too.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .gitprint import RepoSpec
 
 
 def touched_files(cwd: str) -> list[str] | None:
@@ -72,6 +76,9 @@ class Tripwire:
     """
 
     def __init__(self, spec: RepoSpec | None, record, excluded: Excluded, enforced: bool) -> None:
+        from .gitprint import RepoPrint  # read-only runs only: hashlib and the walkers
+
+        self._print = RepoPrint
         self._spec = spec
         self._record = record
         self._excluded = excluded
@@ -120,7 +127,7 @@ class Tripwire:
         if record is not None and record.incomplete:
             gaps.append(f"part of the work tree could not be read ({record.incomplete})")
         if self._repo is not None:
-            after = RepoPrint(self._spec, self._excluded)
+            after = self._print(self._spec, self._excluded)
             found += self._repo.changes(after)
             for print_ in (self._repo, after):
                 if print_.problem:
