@@ -343,3 +343,25 @@ def test_a_write_lane_takes_any_flag(tmp_path, global_config):
     bench.script({})
     assert bench.relay("--lane", "w", "--dangerously-skip-permissions").code in (0, 1)
     assert subprocess.run(["true"]).returncode == 0
+
+
+def test_opencodes_own_project_id_in_the_git_dir_is_not_a_change(tmp_path):
+    bench = prepared(tmp_path, key="opencode")
+    (bench.work / ".git" / "opencode").write_text("0" * 40)
+    bench.script({"actions": [{"write": [".git/opencode", "1" * 40]}]})
+    run = bench.relay("--read-only", "--model", "fake/model", env=bench.fake.env(**DETECT_ONLY))
+    assert run.result["readOnlyViolation"] is False, run.result
+    bench.script({"actions": [{"write": [".git/opencode-other", "x"]}]})
+    run = bench.relay("--read-only", "--model", "fake/model", env=bench.fake.env(**DETECT_ONLY))
+    assert run.result["readOnlyChanges"] == [".git/opencode-other"]
+
+
+def test_an_unproven_verdict_says_the_coverage_is_incomplete(tmp_path):
+    """The Node bundle's check: outside any repository, with no git, the summary says so."""
+    bench = Bench(tmp_path, "grok", repo=False)
+    bench.script({"exit": 1})
+    run = bench.relay("--read-only", env={**bench.fake.env(), "PATH": str(bench.fake.bin)})
+    assert run.code == 1
+    assert run.result["readOnlyViolation"] is None
+    assert "coverage is incomplete" in run.out
+    assert run.out.count("relay: failed") == 1

@@ -123,7 +123,13 @@ def test_each_tool_returns_what_its_command_prints(world):
     for (name, result), (_, _, argv) in zip(answers, cases, strict=True):
         expected = cli(*argv, env=env).stdout
         assert not result.is_error, (name, text(result))
-        if name in ("runs_list", "runs_show", "runs_wait"):
+        if name == "discover":  # the second of the two answers from the cache
+            got, want = json.loads(text(result)), json.loads(expected)
+            for doc in (got, want):
+                for extra in ("probed", "cached", "probeSeconds"):
+                    doc.pop(extra)
+            assert got == want, name
+        elif name in ("runs_list", "runs_show", "runs_wait"):
             got, want = json.loads(text(result)), json.loads(expected)
             for doc in (got, want):
                 for row in doc.get("runs", [doc]):

@@ -226,6 +226,10 @@ class Adapter:
         """
         return []
 
+    #: Files the CLI keeps its own state in, under the repository's common git dir
+    #: (opencode's project id): writable in the read-only sandbox, and not a change.
+    git_dir_state: tuple[str, ...] = ()
+
     def own_sandbox(self, opts: dict) -> bool:
         """Whether this run of the CLI starts a bubblewrap sandbox of its own."""
         return False

@@ -539,8 +539,11 @@ class Relay:
                 paths.common_dir,
                 own_branch=self.worktree.branch if self.worktree is not None else None,
                 sibling_root=_worktrees_root(),
+                cli_state=list(adapter.git_dir_state),
             )
         writable = [self.run.path, _temp_dir(env), *adapter.sandbox_writable(opts)]
+        if paths.common_dir is not None:
+            writable += [os.path.join(paths.common_dir, name) for name in adapter.git_dir_state]
         self.sandbox = sandbox.plan(
             read_only=read_only,
             writable=writable,

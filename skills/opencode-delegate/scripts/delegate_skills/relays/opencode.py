@@ -150,6 +150,7 @@ def _keep_part(state: OpenCodeState, part_id: str, text: str) -> None:
 
 class OpenCode(Adapter):
     key = "opencode"
+    git_dir_state = ("opencode",)  # the project id opencode writes on its first run
     resume_keeps_id = True  # checked against the real CLI
     display = "OpenCode"
     tool = "opencode"

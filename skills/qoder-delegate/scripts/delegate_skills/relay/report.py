@@ -163,8 +163,8 @@ def _read_only_lines(result: dict) -> list[str]:
             else "git could not report, or a submodule or unreadable path left coverage incomplete"
         )
         return [
-            f"warning: this read-only run could not be verified ({reason}); "
-            "inspect the working tree directly."
+            f"warning: this read-only run could not be verified ({reason}): its coverage is "
+            "incomplete; inspect the working tree directly."
         ]
     return []
 

@@ -137,6 +137,7 @@ class RepoSpec:
         own_branch: str | None = None,
         sibling_root: str | None = None,
         symlinks: list[str] | None = None,
+        cli_state: list[str] | None = None,
     ) -> None:
         self.top = top
         self.git_dir = git_dir
@@ -147,6 +148,8 @@ class RepoSpec:
         self.sibling_root = sibling_root
         #: Work-tree paths of the symlinks in the tree before the run.
         self.symlinks = symlinks or []
+        #: Files the CLI keeps its own state in, at the top of the common git dir.
+        self.cli_state = set(cli_state or [])
 
     def git(self) -> BoundGit:
         return BoundGit(self.top, self.git_dir)
@@ -200,6 +203,8 @@ def _git_dirs(spec: RepoSpec, walker: Walker) -> dict[str, str]:
     prints: dict[str, str] = {}
 
     def skip_common(rel: str) -> bool:
+        if rel in spec.cli_state:
+            return True
         parts = rel.split(os.sep)
         if parts[-1] == "index" or parts[-1].startswith("sharedindex."):
             return True
