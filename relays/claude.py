@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import sys
 
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State, session_lines
@@ -188,6 +189,12 @@ class Claude(Adapter):
         env = dict(os.environ)
         env.pop("CLAUDECODE", None)
         return env
+
+    def required_tools(self, opts: dict) -> tuple[tuple[str, str], ...]:
+        # A write run requires Claude's shell sandbox (failIfUnavailable), on Linux.
+        if opts["readOnly"] or not sys.platform.startswith("linux"):
+            return ()
+        return registry.SANDBOX_TOOLS["claude"]
 
     def tool_surface(self, opts: dict) -> tuple[str, ...]:
         return READ_TOOLS if opts["readOnly"] else WRITE_TOOLS

@@ -20,7 +20,7 @@ from delegate_skills.relay.main import load_adapter
 #: test_every_adapter_loads catches that failure.)
 RELAYS = [key for key in registry.KEYS if (ROOT / "relays" / f"{key}.py").is_file()]
 #: Arguments a relay needs for a plain fresh run beyond --brief/--cd/--out-dir.
-EXTRA_ARGS = {"opencode": ["--model", "fake/model"]}
+EXTRA_ARGS = {"opencode": ["--model", "fake/model"], "claude": ["--skip-preflight"]}
 BRIEF = "smoke brief: run until killed.\n"
 SHORT_GRACE = {"DELEGATE_RELAY_KILL_GRACE": "0.5"}
 #: A read-only run proven by detection alone (no bubblewrap sandbox): the fake can write.
@@ -172,27 +172,27 @@ VALUE_FLAGS = {
 #: Node relays have them, but for this port's own: cursor's --force, the
 #: --read-only that kimi refuses and qoder honours, and --worktree on every relay.
 SWITCHES = {
-    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions", "--worktree", "--dry-run"],
-    "cline": ["--plan", "--worktree", "--dry-run"],
-    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check", "--worktree", "--dry-run"],
-    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env", "--worktree", "--dry-run"],
-    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure", "--worktree", "--dry-run"],
+    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions", "--worktree", "--skip-preflight", "--dry-run"],
+    "cline": ["--plan", "--worktree", "--skip-preflight", "--dry-run"],
+    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check", "--worktree", "--skip-preflight", "--dry-run"],
+    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env", "--worktree", "--skip-preflight", "--dry-run"],
+    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure", "--worktree", "--skip-preflight", "--dry-run"],
     "agy": ["--new-project", "--resume-last", "--sandbox", "--read-only",
-            "--dangerously-skip-permissions", "--worktree", "--dry-run"],
-    "grok": ["--read-only", "--full-access", "--resume-last", "--worktree", "--dry-run"],
-    "kimi": ["--resume-last", "--read-only", "--worktree", "--dry-run"],
-    "qoder": ["--resume-last", "--read-only", "--worktree", "--dry-run"],
-    "vibe": ["--resume-last", "--plan-only", "--full-access", "--worktree", "--dry-run"],
-    "cursor": ["--read-only", "--force", "--no-force", "--resume-last", "--worktree", "--dry-run"],
-    "pi": ["--resume-last", "--approve", "--read-only", "--worktree", "--dry-run"],
-    "omp": ["--resume-last", "--read-only", "--approve", "--worktree", "--dry-run"],
-    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last", "--worktree", "--dry-run"],
-    "copilot": ["--read-only", "--allow-all-tools", "--resume-last", "--worktree", "--dry-run"],
-    "warp": ["--no-snapshot", "--worktree", "--dry-run"],
-    "zcode": ["--read-only", "--resume-last", "--worktree", "--dry-run"],
-    "gemini": ["--read-only", "--resume-last", "--skip-trust", "--sandbox", "--worktree", "--dry-run"],
-    "qwen": ["--read-only", "--resume-last", "--worktree", "--dry-run"],
-    "auggie": ["--read-only", "--resume-last", "--worktree", "--dry-run"],
+            "--dangerously-skip-permissions", "--worktree", "--skip-preflight", "--dry-run"],
+    "grok": ["--read-only", "--full-access", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
+    "kimi": ["--resume-last", "--read-only", "--worktree", "--skip-preflight", "--dry-run"],
+    "qoder": ["--resume-last", "--read-only", "--worktree", "--skip-preflight", "--dry-run"],
+    "vibe": ["--resume-last", "--plan-only", "--full-access", "--worktree", "--skip-preflight", "--dry-run"],
+    "cursor": ["--read-only", "--force", "--no-force", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
+    "pi": ["--resume-last", "--approve", "--read-only", "--worktree", "--skip-preflight", "--dry-run"],
+    "omp": ["--resume-last", "--read-only", "--approve", "--worktree", "--skip-preflight", "--dry-run"],
+    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
+    "copilot": ["--read-only", "--allow-all-tools", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
+    "warp": ["--no-snapshot", "--worktree", "--skip-preflight", "--dry-run"],
+    "zcode": ["--read-only", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
+    "gemini": ["--read-only", "--resume-last", "--skip-trust", "--sandbox", "--worktree", "--skip-preflight", "--dry-run"],
+    "qwen": ["--read-only", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
+    "auggie": ["--read-only", "--resume-last", "--worktree", "--skip-preflight", "--dry-run"],
 }  # fmt: skip
 
 

@@ -81,7 +81,7 @@ def test_delegate_discover_json_is_the_same_document(machine):
     cli = delegate("discover", "--usage", "--json", env={**os.environ, **env})
     assert cli.code == 0, cli
     document = json.loads(cli.out)
-    extra = {k: document.pop(k) for k in ("probed", "cached", "probeSeconds")}
+    extra = {k: document.pop(k) for k in ("probed", "cached", "probeSeconds", "missingTools")}
     assert document == json.loads(script.out)
     assert extra["cached"] == [] and extra["probed"] == sorted(
         e["key"] for e in document["discovered"]
@@ -271,7 +271,7 @@ def test_progress_lines_on_a_terminal_and_none_on_a_pipe(machine):
     assert on_tty.returncode == 0
     piped_doc, tty_doc = json.loads(pipe_out), json.loads(tty_out)
     assert (piped_doc["cached"], tty_doc["probed"]) == ([], [])  # the second answered from cache
-    for extra in ("probed", "cached", "probeSeconds"):
+    for extra in ("probed", "cached", "probeSeconds", "missingTools"):
         piped_doc.pop(extra)
         tty_doc.pop(extra)
     assert tty_doc == piped_doc  # the same answers either way

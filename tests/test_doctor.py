@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import pytest
 from conftest import delegate, fleet_doc, write_json
@@ -43,7 +45,7 @@ def test_all_healthy(machine, repo):
                 "ok": True,
                 "problem": None,
                 "fix": None,
-                "checked": ["lane", "approval", "installed", "login"],
+                "checked": ["lane", "approval", "installed", "tools", "login"],
                 "notChecked": [],
             },
             {
@@ -53,7 +55,7 @@ def test_all_healthy(machine, repo):
                 "ok": True,
                 "problem": None,
                 "fix": None,
-                "checked": ["lane", "approval", "installed", "login"],
+                "checked": ["lane", "approval", "installed", "tools", "login"],
                 "notChecked": [],
             },
         ],
@@ -129,6 +131,27 @@ def test_a_login_that_cannot_be_checked_is_not_ok(machine, repo):
     assert result.code == 1
     row = result.json()["lanes"][0]
     assert (row["ok"], row["problem"]) == (False, "login-unverified")
-    assert row["checked"] == ["lane", "approval", "installed"]
+    assert row["checked"] == ["lane", "approval", "installed", "tools"]
     assert row["notChecked"] == ["login"]
     assert row["fix"].startswith("GitHub Copilot CLI gives no way to check its login from outside")
+
+
+def test_a_claude_lane_without_its_sandbox_tools_says_what_to_install(
+    tmp_path, home, global_config
+):
+    bindir = install(tmp_path / "bin", {"claude": ANSWERS["claude"]})
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    os.symlink(shutil.which("git"), tools / "git")
+    write_json(global_config, fleet_doc({"write": {"implementer": "claude"},
+                                         "review": {"implementer": "claude", "readOnly": True}}))  # fmt: skip
+    env = {**os.environ, "PATH": f"{bindir}:{tools}"}
+    done = delegate("doctor", "--json", env=env)
+    rows = {row["lane"]: row for row in json.loads(done.out)["lanes"]}
+    assert (rows["write"]["problem"], rows["write"]["fix"]) == (
+        "tools-missing",
+        "Claude Code's shell sandbox needs bwrap and socat: sudo apt-get install bubblewrap socat",
+    )
+    assert rows["review"]["problem"] != "tools-missing", rows["review"]
+    listed = delegate("discover", "claude", "--json", env=env)
+    assert json.loads(listed.out)["missingTools"] == {"claude": ["bwrap", "socat"]}

@@ -405,7 +405,9 @@ def test_mcp_config_prints_only_the_snippet_on_stdout():
 
     done = delegate_cmd("mcp", "config", "--client", "claude")
     assert done.returncode == 0
-    assert json.loads(done.stdout)["mcpServers"]["delegate"]["args"] == ["mcp"]
+    server = json.loads(done.stdout)["mcpServers"]["delegate"]
+    # Run as `python -m delegate_skills`: the snippet starts this same interpreter that way.
+    assert (server["command"], server["args"]) == (PYTHON, ["-m", "delegate_skills", "mcp"])
     assert done.stderr.startswith("Add to .mcp.json")
 
 

@@ -126,7 +126,7 @@ def test_each_tool_returns_what_its_command_prints(world):
         if name == "discover":  # the second of the two answers from the cache
             got, want = json.loads(text(result)), json.loads(expected)
             for doc in (got, want):
-                for extra in ("probed", "cached", "probeSeconds"):
+                for extra in ("probed", "cached", "probeSeconds", "missingTools"):
                     doc.pop(extra)
             assert got == want, name
         elif name in ("runs_list", "runs_show", "runs_wait"):
@@ -368,4 +368,41 @@ def test_config_snippets():
         done = cli("mcp", "config", "--client", client, env=dict(os.environ))
         assert done.returncode == 0
         assert needle in done.stdout
-        assert '"mcp"' in done.stdout or 'args = ["mcp"]' in done.stdout
+        # `python -m delegate_skills` ran it: the snippet starts this interpreter so.
+        assert json.dumps(PYTHON) in done.stdout
+        assert (
+            '"-m", "delegate_skills", "mcp"'
+            in done.stdout.replace("\n    ", " ").replace("[\n      ", "[")
+            or '"-m",' in done.stdout
+        )
+
+
+def test_config_names_the_delegate_that_ran(tmp_path):
+    """The console script that runs, by its absolute path, never the first `delegate` on PATH."""
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "delegate").write_text("#!/bin/sh\nexit 9\n")
+    (decoy / "delegate").chmod(0o755)
+    script = Path(PYTHON).parent / "delegate"
+    if not script.exists():
+        pytest.skip("this interpreter has no `delegate` console script beside it")
+    done = subprocess.run(
+        [str(script), "mcp", "config", "--client", "codex"],
+        capture_output=True, text=True, env={**os.environ, "PATH": f"{decoy}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f'[mcp_servers.delegate]\ncommand = "{script}"\nargs = ["mcp"]\n'
+
+
+def test_config_without_the_mcp_package_says_how_to_install_it(tmp_path):
+    finder = (
+        "import sys\n"
+        "sys.modules['mcp'] = None  # as if the package were not installed\n"
+        "from delegate_skills.commands.cli import main\n"
+        "sys.exit(main(['mcp', 'config', '--client', 'claude']))\n"
+    )
+    done = subprocess.run([PYTHON, "-c", finder], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("delegate: the MCP server needs the `mcp` package")
+    assert "pip install 'mcp>=2,<3'" in done.stderr

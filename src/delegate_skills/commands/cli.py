@@ -12,7 +12,7 @@ import sys
 import click
 
 from .. import fleet, jsjson, lanes, registry, schema
-from ..errors import UserError
+from ..errors import UserError, did_you_mean
 from .clirun import group_settings, help_if_bare, run_group
 
 CWD_OPTION = click.option(
@@ -336,22 +336,25 @@ def discover_command(keys: tuple[str, ...], usage: bool, fresh: bool, as_json: b
     report, details = discover_cached(
         with_usage=usage, only=set(keys) or None, fresh=fresh, progress=progress
     )
+    from .doctor import missing_tools
+
+    needs = {}
+    for entry in report["discovered"]:
+        missing = missing_tools(entry["key"])
+        if missing:
+            needs[entry["key"]] = [tool for tool, _ in missing]
     document = {**report, "probed": details["probed"], "cached": details["cached"],
-                "probeSeconds": details["seconds"]}  # fmt: skip
+                "probeSeconds": details["seconds"], "missingTools": needs}  # fmt: skip
     if _wants_json(as_json):
         click.echo(jsjson.stringify(document, 2))
         return
     click.echo(discover_table(report))
+    for key, tools in needs.items():
+        packages = " ".join(tools).replace("bwrap", "bubblewrap")
+        click.echo(f"{key}: its write runs need {' and '.join(tools)} on PATH "
+                   f"(sudo apt-get install {packages})")  # fmt: skip
     if details["cached"]:
         click.echo(f"(from the cache: {', '.join(details['cached'])}; --fresh probes them again)")
-
-
-def did_you_mean(word: str, choices) -> str:
-    """`; did you mean X?` for the closest of `choices`, or nothing."""
-    import difflib
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
 
 
 @cli.command("doctor")
@@ -686,16 +689,30 @@ def mcp_group(ctx: click.Context) -> None:
 MCP_CLIENTS = ("claude", "cursor", "codex", "opencode")
 
 
-def mcp_snippet(client: str, command: str) -> str:
+def mcp_snippet(client: str, command: str, args: list[str] | None = None) -> str:
+    args = ["mcp"] if args is None else args
     if client == "codex":
-        return f'[mcp_servers.delegate]\ncommand = "{command}"\nargs = ["mcp"]'
+        quoted = ", ".join(jsjson.stringify(a) for a in args)
+        return f"[mcp_servers.delegate]\ncommand = {jsjson.stringify(command)}\nargs = [{quoted}]"
     if client == "opencode":
         block = {
-            "mcp": {"delegate": {"type": "local", "command": [command, "mcp"], "enabled": True}}
+            "mcp": {"delegate": {"type": "local", "command": [command, *args], "enabled": True}}
         }
     else:
-        block = {"mcpServers": {"delegate": {"command": command, "args": ["mcp"]}}}
+        block = {"mcpServers": {"delegate": {"command": command, "args": args}}}
     return jsjson.stringify(block, 2)
+
+
+def running_delegate() -> tuple[str, list[str]]:
+    """(command, arguments) that start this very `delegate`'s MCP server.
+
+    The console script that is running, by its absolute path; run as
+    `python -m delegate_skills`, this interpreter with `-m`.
+    """
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == "delegate" and os.access(script, os.X_OK):
+        return script, ["mcp"]
+    return sys.executable, ["-m", "delegate_skills", "mcp"]
 
 
 MCP_WHERE = {
@@ -715,11 +732,21 @@ def mcp_config(client: str, as_json: bool) -> None:
     Only the snippet goes to stdout, so it can be redirected into the file; where
     it belongs goes to stderr.
     """
-    import shutil
+    import importlib.util
 
-    command = shutil.which("delegate") or "delegate"
-    where = MCP_WHERE[client].format(command=command)
-    snippet = mcp_snippet(client, command)
+    try:
+        present = importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # a blocked or broken module is not there either
+        present = False
+    if not present:
+        raise UserError(
+            "the MCP server needs the `mcp` package where this delegate runs: "
+            f"{sys.executable} -m pip install 'mcp>=2,<3' "
+            "(under pipx: pipx inject delegate-skills 'mcp>=2,<3'); no snippet printed"
+        )
+    command, args = running_delegate()
+    where = MCP_WHERE[client].format(command=" ".join([command, *args[:-1]]))
+    snippet = mcp_snippet(client, command, args)
     if as_json:
         _print_json({"client": client, "where": where, "snippet": snippet})
         return
@@ -745,7 +772,10 @@ def relay_command(key: str, args: tuple[str, ...]) -> None:
     from ..relay.main import main as relay_main
 
     if registry.get(key) is None:
-        raise UserError(f"unknown implementer {key!r} (one of: {', '.join(registry.KEYS)})")
+        raise UserError(
+            f"unknown implementer {key!r}{did_you_mean(key, registry.KEYS)} "
+            f"(one of: {', '.join(registry.KEYS)})"
+        )
     sys.exit(relay_main(key, list(args)))
 
 

@@ -1,8 +1,9 @@
 """Would each lane dispatch? And if not, the one thing to fix.
 
 Checked in order, stopping at the first problem per lane: the lane exists;
-a project lane's config is approved; its implementer is installed; it is
-logged in. Where the CLI gives no way to tell whether it is logged in, the
+a project lane's config is approved; its implementer is installed; the tools
+its sandbox needs are there (Claude Code's write runs: bubblewrap and socat);
+it is logged in. Where the CLI gives no way to tell whether it is logged in, the
 lane is not `ok` but `login-unverified`: each row lists what was `checked`
 and what was `notChecked`.
 """
@@ -14,7 +15,7 @@ from ..discover import discover
 from ..fleet import Effective
 
 #: What doctor checks per lane, in order.
-CHECKS = ("lane", "approval", "installed", "login")
+CHECKS = ("lane", "approval", "installed", "tools", "login")
 
 
 def _install_hint(key: str) -> str:
@@ -63,6 +64,16 @@ def _check(name: str, lane: dict | None, effective: Effective, cwd: str, found: 
         row["fix"] = _install_hint(key)
         return row
     passed("installed")
+    missing = missing_tools(key, lane)
+    if missing:
+        row["problem"] = "tools-missing"
+        packages = " ".join(dict.fromkeys(pkg for _, pkg in missing))
+        row["fix"] = (
+            f"{registry.BY_KEY[key].display}'s shell sandbox needs "
+            f"{' and '.join(tool for tool, _ in missing)}: sudo apt-get install {packages}"
+        )
+        return row
+    passed("tools")
     login = registry.BY_KEY[key].login or f"log in to {registry.BY_KEY[key].display}"
     if entry["authenticated"] is False:
         row["problem"] = "not-logged-in"
@@ -78,6 +89,16 @@ def _check(name: str, lane: dict | None, effective: Effective, cwd: str, found: 
     passed("login")
     row["ok"] = True
     return row
+
+
+def missing_tools(key: str, lane: dict | None = None) -> list[tuple[str, str]]:
+    """Sandbox tools an implementer's write runs need and PATH lacks (Linux only)."""
+    import shutil
+    import sys
+
+    if not sys.platform.startswith("linux") or (lane or {}).get("readOnly") is True:
+        return []
+    return [(t, p) for t, p in registry.SANDBOX_TOOLS.get(key, ()) if shutil.which(t) is None]
 
 
 def doctor(cwd: str, lane: str | None = None) -> dict:

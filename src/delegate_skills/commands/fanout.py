@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import registry
-from ..errors import UserError
+from ..errors import UserError, did_you_mean
 from ..reading import read_limited
 from ..relay.rundir import default_root, ensure_private_root
 
@@ -58,12 +58,16 @@ def plan(cd: str, lanes: list[str], implementers: list[str]) -> list[Target]:
     for name in lanes:
         entry = known.get(name)
         if entry is None:
-            raise UserError(f"--lane {name}: fleet lane not found (see `delegate lane list`)")
+            raise UserError(
+                f"--lane {name}: fleet lane not found{did_you_mean(name, known)} "
+                "(see `delegate lane list`)"
+            )
         targets.append(Target(entry["implementer"], name))
     for key in implementers:
         if registry.get(key) is None or load_adapter(key) is None:
             raise UserError(
-                f"--implementer {key}: unknown implementer (one of: {', '.join(registry.KEYS)})"
+                f"--implementer {key}: unknown implementer{did_you_mean(key, registry.KEYS)} "
+                f"(one of: {', '.join(registry.KEYS)})"
             )
         targets.append(Target(key, None))
     if not targets:

@@ -83,7 +83,11 @@ def login_key(key: str, env: dict[str, str]) -> dict:
             continue
         path = os.path.join(base, rel)
         files[path] = _stat_key(path)
-    names = sorted(n for n in env if any(word in n.upper() for word in _SECRET_WORDS))
+    names = sorted(
+        n
+        for n in env
+        if any(word in n.upper() for word in _SECRET_WORDS) and not n.startswith("DELEGATE_")
+    )
     return {"files": files, "env": names}
 
 

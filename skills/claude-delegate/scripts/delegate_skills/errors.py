@@ -11,3 +11,11 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = USAGE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`; did you mean X?` for the closest of `choices` to a mistyped `word`, or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""

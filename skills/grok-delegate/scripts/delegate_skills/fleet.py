@@ -306,4 +306,6 @@ def approve_current(cwd: str) -> dict:
         "path": target.path,
         "lanes": list(jsjson.js_ordered(current.document["lanes"].items())),
         "projectTrusted": True,
+        "sha256": current.digest,
+        "content": current.raw.decode("utf-8", "replace"),
     }

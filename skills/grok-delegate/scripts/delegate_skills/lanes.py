@@ -8,7 +8,7 @@ applies a dial only where no explicit flag already set that field.
 from __future__ import annotations
 
 from . import jsjson, registry
-from .errors import UserError
+from .errors import UserError, did_you_mean
 from .fleet import Effective
 
 
@@ -21,7 +21,9 @@ def resolve(cwd: str, lane_name: str, implementer_key: str) -> dict:
     effective = Effective(cwd)
     entry = effective.lanes().get(lane_name)
     if entry is None:
-        raise UserError(f"fleet lane not found: {lane_name}")
+        raise UserError(
+            f"fleet lane not found: {lane_name}{did_you_mean(lane_name, effective.lanes())}"
+        )
     rest = dict(entry)
     source = rest.pop("source")
     implementer = rest.pop("implementer")

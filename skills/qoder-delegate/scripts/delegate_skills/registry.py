@@ -624,6 +624,13 @@ def duration_parts(value: str) -> tuple[str | None, str | None, str | None] | No
     return parts[0], parts[1], parts[2]
 
 
+#: Programs an implementer's own shell sandbox needs on Linux, with the Debian/Ubuntu
+#: package for each: Claude Code's write runs require its sandbox (bubblewrap + socat).
+SANDBOX_TOOLS: dict[str, tuple[tuple[str, str], ...]] = {
+    "claude": (("bwrap", "bubblewrap"), ("socat", "socat")),
+}
+
+
 def parse_timeout_ms(value: str) -> int | None:
     """Milliseconds for an h/m/s duration, or None when it is malformed or out of range."""
     groups = duration_parts(value)

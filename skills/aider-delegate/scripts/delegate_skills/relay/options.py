@@ -134,6 +134,12 @@ TAIL_FLAGS = (
         flagged=False,
     ),
     switch_flag(
+        "--skip-preflight",
+        "skipPreflight",
+        "Dispatch even when the checks before it say it would fail (a CLI the cache knows "
+        "is signed out, sandbox tools missing).",
+    ),
+    switch_flag(
         "--dry-run",
         "dryRun",
         "Resolve the lane and flags and run the checks; print (JSON) the command line that "

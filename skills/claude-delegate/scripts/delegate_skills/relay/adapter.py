@@ -226,6 +226,10 @@ class Adapter:
         """
         return []
 
+    def required_tools(self, opts: dict) -> tuple[tuple[str, str], ...]:
+        """Programs this run needs on PATH besides the CLI, each with its Debian package."""
+        return ()
+
     #: Files the CLI keeps its own state in, under the repository's common git dir
     #: (opencode's project id): writable in the read-only sandbox, and not a change.
     git_dir_state: tuple[str, ...] = ()

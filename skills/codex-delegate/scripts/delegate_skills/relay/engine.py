@@ -183,6 +183,7 @@ class Relay:
             "worktree": False,
             "continueRun": None,
             "dryRun": False,
+            "skipPreflight": False,
         }
         if adapter.has_model_flag:
             opts["model"] = None
@@ -452,6 +453,9 @@ class Relay:
         launcher = adapter.launcher(opts, env)
         if launcher is None:
             return self._unavailable()
+        problem = None if opts["skipPreflight"] else self._readiness(launcher, env)
+        if problem is not None:
+            return self._not_ready(problem)
         outcome = self._preflight(launcher, env)
         if outcome is not None:
             return outcome
@@ -606,6 +610,43 @@ class Relay:
         return fresh
 
     # ------------------------------------------------------------ preflight
+
+    def _readiness(self, launcher: list[str], env: dict[str, str]) -> str | None:
+        """Why a dispatch would fail before it starts, from what is known already; or None.
+
+        Missing sandbox tools, and a CLI the discover cache knows is signed out.
+        Nothing here launches anything; --skip-preflight skips it.
+        """
+        adapter = self.adapter
+        missing = [(tool, pkg) for tool, pkg in adapter.required_tools(self.opts)
+                   if _which(tool, env) is None]  # fmt: skip
+        if missing:
+            tools = " and ".join(tool for tool, _ in missing)
+            packages = " ".join(dict.fromkeys(pkg for _, pkg in missing))
+            return (
+                f"{adapter.display}'s shell sandbox needs {tools}, not found on PATH: install "
+                f"{'it' if len(missing) == 1 else 'them'} (Debian/Ubuntu: sudo apt-get install "
+                f"{packages}), or pass --skip-preflight to dispatch anyway"
+            )
+        binary = _which(launcher[0], env)
+        if binary is not None:
+            from ..discovercache import known_signed_out
+
+            seen = known_signed_out(adapter.key, binary, env)
+            if seen is not None:
+                login = adapter.impl.login or f"{adapter.binary} login"
+                when = time.strftime("%H:%M", time.localtime(seen))
+                return (
+                    f"{adapter.display} is signed out (delegate discover saw so at {when}); "
+                    f"sign it in ({login}), or pass --skip-preflight to dispatch anyway"
+                )
+        return None
+
+    def _not_ready(self, problem: str) -> int:
+        self._drop_unlaunched_worktree()
+        self._finish("failed", 1, None, tail=[], error=problem, final="")
+        _say(problem)
+        return 1
 
     def _preflight(self, launcher: list[str], env: dict[str, str]) -> int | None:
         """Read the implementer's version; an exit code when the run must stop here."""

@@ -367,7 +367,13 @@ def show(out_dir: str) -> Run:
     out_dir = resolve(out_dir)
     run = Run(out_dir)
     if not run.exists:
-        raise UserError(f"{out_dir}: no relay run here (neither run.json nor result.json)")
+        hint = ""
+        if out_dir.isalnum() and not os.path.exists(out_dir):
+            from ..errors import did_you_mean
+
+            ids = [r.id for r in record.all_records()]
+            hint = did_you_mean(out_dir, ids) or " (nor a run id)"
+        raise UserError(f"{out_dir}: no relay run here (neither run.json nor result.json){hint}")
     return run
 
 

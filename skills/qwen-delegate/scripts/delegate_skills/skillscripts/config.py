@@ -1,4 +1,4 @@
-"""`python3 config.py load|validate|write`: the delegate-setup config script."""
+"""`python3 config.py load|validate|write|approve`: the delegate-setup config script."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ Usage:
   python3 config.py load [--cwd <dir>]
   python3 config.py validate <file>
   python3 config.py write --scope global|project [--cwd <dir>] <file>
+  python3 config.py approve [--cwd <dir>]
   python3 config.py --help
 
 Paths:
@@ -23,6 +24,9 @@ Paths:
 
 load prints the effective lanes as JSON: a project lane replaces the global
 lane of the same name whole. A project write also records your approval.
+approve records your approval of the project file exactly as it is on disk
+(after checking it) and prints what it approved (`content`, `sha256`): what
+a teammate runs once after cloning, having read the file.
 """
 
 
@@ -68,6 +72,9 @@ def _run(argv: list[str]) -> int:
             raise fail(SCRIPT, "write needs a JSON file path")
         document = fleet.read_document_file(os.path.abspath(files[-1]), files[-1])
         _emit(fleet.write_document(scope, cwd, document))
+        return 0
+    if command == "approve":
+        _emit(fleet.approve_current(cwd))
         return 0
     raise fail(SCRIPT, f"unknown command {jsjson.stringify(command)}. Use --help.")
 
