@@ -50,6 +50,36 @@ def median_wall(argv: list[str], runs: int = 20, env: dict | None = None, warmup
     return statistics.median(samples)
 
 
+def _timed(argv: list[str], env: dict | None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(
+            f"benchmark command failed ({done.returncode}): {argv}\n{done.stderr.decode()}"
+        )
+    return took
+
+
+def paired_medians(
+    first: list[str], second: list[str], runs: int = 20, env: dict | None = None
+) -> tuple[float, float]:
+    """Median wall times of two commands timed in alternating pairs (first, second, first, …).
+
+    Alternating keeps a change in the machine's load from favouring either side.
+    """
+    for _ in range(2):
+        _timed(first, env)
+        _timed(second, env)
+    a, b = [], []
+    for _ in range(runs):
+        a.append(_timed(first, env))
+        b.append(_timed(second, env))
+    return statistics.median(a), statistics.median(b)
+
+
 def installed_like_env(base: dict | None = None) -> dict:
     """An environment in which the core runs as an installed package does.
 

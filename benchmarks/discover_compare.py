@@ -63,7 +63,8 @@ def main() -> int:
     node = node_script("delegate-setup", "scripts", "discover.mjs")
     if node is None:
         raise SystemExit("set DELEGATE_BENCH_NODE_BUNDLE to a checkout of the Node bundle")
-    python = [sys.executable, "-m", "delegate_skills", "discover", "--json"]
+    # --fresh: every timed run probes from nothing, as the Node side does.
+    python = [sys.executable, "-m", "delegate_skills", "discover", "--json", "--fresh"]
     py_runs: list[dict] = []
     node_runs: list[dict] = []
     for number in range(RUNS):
@@ -71,7 +72,10 @@ def main() -> int:
         node_report, node_took = run_side(node)
         py_runs.append(py_report)
         node_runs.append(node_report)
-        print(f"run {number + 1}: python {py_took:5.1f} s, node {node_took:5.1f} s")
+        ratio = py_took / node_took
+        print(f"run {number + 1}: python {py_took:5.1f} s, node {node_took:5.1f} s ({ratio:.2f}x)")
+    _, warm = run_side(python[:-1])
+    print(f"warm (answers from the cache): python {warm:5.2f} s")
     keys = [entry["key"] for entry in node_runs[0]["discovered"]]
     for report in py_runs + node_runs:
         keys += [key for key in by_key(report) if key not in keys]

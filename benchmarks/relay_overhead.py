@@ -11,7 +11,7 @@ bubblewrap enforcing it (when bwrap is here) and with detection alone: its
 tripwire fingerprints the repository before and after. The repository holds
 ten committed files. With
 DELEGATE_BENCH_NODE_BUNDLE pointing at a checkout of the Node bundle, its
-`relay.mjs` is timed the same way.
+`relay.mjs` is timed the same way, in alternating pairs with ours.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from _common import PYTHON, ROOT, installed_like_env, median_wall, ms, node_script
+from _common import PYTHON, ROOT, installed_like_env, median_wall, ms, node_script, paired_medians
 
 FAKE = '#!/bin/sh\ncase "$1" in --version) echo "fake 1.0";; esac\nexit 0\n'
 
@@ -54,13 +54,15 @@ def main() -> int:
         out = os.path.join(scratch, "out")
         args = ["--brief", brief, "--cd", work, "--out-dir", out]
         floor = median_wall([shim, "exec", "-"], env=env)
-        total = median_wall([PYTHON, relay, *args], env=env)
+        node = node_script("codex-delegate", "scripts", "relay.mjs")
+        if node:
+            total, node_total = paired_medians([PYTHON, relay, *args], [*node, *args], env=env)
+        else:
+            total, node_total = median_wall([PYTHON, relay, *args], env=env), None
         read_only = median_wall([PYTHON, relay, *args, "--read-only"], env=env)
         detect_env = {**env, "DELEGATE_RELAY_ENFORCE": "0"}
         detected = median_wall([PYTHON, relay, *args, "--read-only"], env=detect_env)
         enforced = shutil.which("bwrap", path=env["PATH"]) is not None
-        node = node_script("codex-delegate", "scripts", "relay.mjs")
-        node_total = median_wall([*node, *args], env=env) if node else None
     print(f"python: {PYTHON} ({sys.version.split()[0]})")
     print(f"fake codex alone            median of 20: {ms(floor)}")
     print(f"relay dispatch to the fake  median of 20: {ms(total)}")

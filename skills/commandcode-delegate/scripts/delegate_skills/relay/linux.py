@@ -125,6 +125,8 @@ def cmdline(pid: int | str) -> list[bytes] | None:
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _LIBC: dict = {}
+#: Whether this process has made itself the subreaper of its descendants.
+_REAPER: dict = {"on": False}
 
 
 def _prctl():
@@ -143,7 +145,24 @@ def _prctl():
 def become_subreaper() -> bool:
     """Make this process the reaper of every orphaned descendant; whether that worked."""
     prctl = _prctl()
-    return prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    _REAPER["on"] = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _REAPER["on"]
+
+
+def childless() -> bool:
+    """Whether this subreaper has no child at all, and so no descendant.
+
+    Every descendant of a subreaper is a child of it or of another
+    descendant, so an empty set of children proves the tree is gone without
+    reading every process in /proc. False whenever that cannot be shown.
+    """
+    if not _REAPER["on"]:
+        return False
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return False
 
 
 def death_signal_hook(extra=None):

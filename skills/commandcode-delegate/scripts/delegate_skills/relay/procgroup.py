@@ -86,6 +86,11 @@ class RunProcesses:
 
     def alive(self) -> list[int]:
         found: set[int] = set()
+        if self.token is None and self.ancestor == os.getpid() and linux.childless():
+            # The group's members descend from the relay too: only the cgroup is left to read.
+            if self.cgroup is not None:
+                found.update(linux.cgroup_members(self.cgroup) or [])
+            return sorted(found - self.spare)
         table = linux.processes()
         if self.ancestor is not None and table:
             found.update(descendants(self.ancestor, table))
@@ -153,6 +158,8 @@ class RunProcesses:
 
 def reap_orphans(keep: int | None = None) -> None:
     """Collect exited orphans the kernel handed to this subreaper (never `keep`'s status)."""
+    if linux.childless():
+        return
     me = os.getpid()
     for proc in linux.processes() if linux.enabled() else []:
         if proc.ppid == me and proc.dead and proc.pid != keep:
