@@ -156,12 +156,15 @@ def recording(
     work: float = 0.0,
     hang: tuple[str, ...] = (),
     hang_once: tuple[str, ...] = (),
+    spin: tuple[str, ...] = (),
+    spin_once: tuple[str, ...] = (),
 ) -> Path:
     """A fake CLI that logs each run in `log`: `<pid>.start` ("<ns> <args>"), `<pid>.end`.
 
     Each answer takes `work` seconds. An argument string in `hang` never
     answers (the run leaves a child `sleep` in its process group, logged as
-    `<pid>.child`); one in `hang_once` hangs on its first run only.
+    `<pid>.child`); one in `hang_once` hangs on its first run only. `spin` and
+    `spin_once` are the same with a busy loop: a probe working, not waiting.
     """
     log.mkdir(parents=True, exist_ok=True)
     lines = [
@@ -175,6 +178,13 @@ def recording(
         if args in hang:
             lines.append('    sleep 600 & echo "$!" > "$log/$!.child"; exec sleep 600;;')
             continue
+        if args in spin:
+            lines.append("    while :; do :; done;;")
+            continue
+        if args in spin_once:
+            lines.append(
+                f'    mkdir "$log/once-{binary}-{number}" 2>/dev/null && while :; do :; done'
+            )
         if args in hang_once:
             lines.append(f'    mkdir "$log/once-{binary}-{number}" 2>/dev/null && exec sleep 600')
         if work:

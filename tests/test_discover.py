@@ -123,7 +123,7 @@ def test_a_probe_cut_while_others_ran_is_tried_again_alone(tmp_path, monkeypatch
     monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(
-        bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, hang_once=("--version",)
+        bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, spin_once=("--version",)
     )
     # Three probes of 1 s in the other slot: one of them is running when aider is cut at 2 s.
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.0)
@@ -151,12 +151,40 @@ def test_a_probe_cut_twice_is_reported_unknown(tmp_path, monkeypatch):
     """One more try, never two: a probe that hangs every time is cut twice."""
     monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
-    recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
+    recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, spin=("--version",))
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=0.5)
     report = disc.discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert (entries["qoder"]["version"], entries["copilot"]["version"]) == (None, "copilot 1.0")
     assert len([r for r in runs(log) if r.argv == "qodercli --version"]) == 2
+    wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
+
+
+def test_probe_seconds_are_each_probes_own_time_not_its_wait_for_a_slot(tmp_path):
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    for binary, version in (("aider", "aider 1\n"), ("copilot", "copilot 1\n"), ("vibe", "v 1\n")):
+        recording(bindir, binary, log, {"--version": (version, "", 0)}, work=1.0)
+    seconds: dict = {}
+    disc.discover(env=_env(bindir, tmp_path), slots=1, seconds=seconds)
+    assert sorted(seconds) == ["aider", "copilot", "vibe"]
+    # One slot: two of them waited 1 s and 2 s for it; each still reports its own ~1 s.
+    assert all(1.0 <= seconds[key]["version"] < 1.8 for key in seconds), seconds
+
+
+def test_a_probe_that_waited_idle_through_the_cap_is_not_tried_again(tmp_path, monkeypatch):
+    """Others ran beside it, but it slept (a model list waiting on the network): no retry."""
+    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    bindir, log = tmp_path / "bin", tmp_path / "log"
+    recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
+    recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.0)
+    recording(bindir, "oz", log, ANSWERS["oz"], work=1.0)
+    started = time.monotonic()
+    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    took = time.monotonic() - started
+    entries = {e["key"]: e for e in report["discovered"]}
+    assert (entries["qoder"]["version"], entries["copilot"]["version"]) == (None, "copilot 1.0")
+    assert len([r for r in runs(log) if r.argv == "qodercli --version"]) == 1
+    assert took < 3.9, took  # not a second 2 s cap after the others
     wait_for(lambda: not any(alive(pid) for pid in pids(log)), timeout=5)
 
 
@@ -188,7 +216,7 @@ def test_probes_never_run_more_at_once_than_the_slots(tmp_path, slots):
 
 def test_probe_slots_follow_the_machine():
     cpus = len(os.sched_getaffinity(0))
-    assert disc.probe_slots() == min(max(cpus, 2), 8)
+    assert disc.probe_slots() == min(max(2 * cpus, 2), 8)
 
 
 def _delegate_discover(env: dict[str, str], **kw) -> subprocess.Popen:

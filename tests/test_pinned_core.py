@@ -275,14 +275,14 @@ def _env(bindir: Path, home: Path) -> dict[str, str]:
 def test_a_retry_waits_for_every_other_probe_and_runs_alone(tmp_path, monkeypatch):
     """Cut at the cap while others ran beside it: the retry starts once all the rest are done.
 
-    slots=2, cap 2 s: aider hangs; the other slot runs two of the three 1.2 s
+    slots=2, cap 2 s: aider spins (busy); the other slot runs two of the three 1.2 s
     probes (0-1.2 s, 1.2-2.4 s); at the cut the third takes aider's slot
     (2.0-3.2 s). A retry that did not run alone would start beside it.
     """
     monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)},
-              work=0.3, hang_once=("--version",))  # fmt: skip
+              work=0.3, spin_once=("--version",))  # fmt: skip
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.2)
     recording(bindir, "oz", log, {"--version": ("oz 0.9.1\n", "", 0),
               "whoami --output-format text": ("user:abc\n", "", 0)}, work=1.2)  # fmt: skip

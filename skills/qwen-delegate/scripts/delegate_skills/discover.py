@@ -33,8 +33,10 @@ from . import registry
 from .registry import Implementer
 
 PROBE_TIMEOUT_S = 10.0
-#: A probe cut at the cap is tried again when others ran beside it this share of the cap.
+#: A probe cut at the cap is tried again when others ran beside it this share of the cap…
 RETRY_SHARED = 0.05
+#: …and it was busy: its processes used this share of the cap in CPU time (where known).
+RETRY_BUSY = 0.25
 MAX_MODELS = 200
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _COLON_VERSION = re.compile(r"([^:\s]+):")
@@ -139,20 +141,18 @@ def locate(impl: Implementer, env: dict[str, str], platform: str, home: str) -> 
 
 
 def probe_slots() -> int:
-    """How many probe processes run at once: one per CPU this process may use, 2 to 8.
+    """How many probe processes run at once: two per CPU this process may use, 2 to 8.
 
-    Most CLIs are Node or Python programs that spend their first second or
-    more loading code; started all together on a small machine, a slow one
-    (Command Code lists its models in about 9.7 s on its own) would be pushed
-    past the 10 s cap that the Node bundle, probing one CLI after another,
-    never makes it meet under load. A probe the load still pushed past the
-    cap gets its second try alone.
+    Many probes spend most of their time waiting (a model list fetched over the
+    network, a login check), so twice the CPUs keeps the machine busy without
+    starving anyone; a probe that load still pushed past the cap while it
+    worked gets its second try alone (see run_probe).
     """
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return min(max(cpus, 2), 8)
+    return min(max(2 * cpus, 2), 8)
 
 
 class Cancelled(Exception):
@@ -187,6 +187,12 @@ class Slots:
         self._since = time.monotonic()
         self._procs: set[subprocess.Popen] = set()
         self._cancelled = False
+        #: Seconds this thread's probes waited for a slot (`waited()` reads it).
+        self._local = threading.local()
+
+    def waited(self) -> float:
+        """Seconds the calling thread has spent waiting for a slot, all its runs together."""
+        return getattr(self._local, "waited", 0.0)
 
     def _may_start(self, turn: object, alone: bool) -> bool:
         if alone:
@@ -207,6 +213,7 @@ class Slots:
 
     def _start(self, argv: list[str], env: dict[str, str], alone: bool):
         turn = object()
+        asked = time.monotonic()
         with self._cond:
             if not alone:
                 self._queue.append(turn)
@@ -216,6 +223,7 @@ class Slots:
                 if not alone:
                     self._queue.remove(turn)
                 self._cond.notify_all()
+                self._local.waited = self.waited() + time.monotonic() - asked
             if self._cancelled:
                 raise Cancelled
             try:
@@ -251,22 +259,26 @@ class Slots:
             self._cond.notify_all()
 
     def run(self, argv: list[str], env: dict[str, str], alone: bool = False):
-        """(Probe, or None when it hit the cap; seconds other probes ran beside it)."""
+        """(Probe, or None when it hit the cap; seconds other probes ran beside it;
+        CPU seconds a probe cut at the cap had used, None when unknown or not cut)."""
         proc, ticket = self._start(argv, env, alone)
         if proc is None:
-            return Probe(False, "", ""), 0.0
+            return Probe(False, "", ""), 0.0, None
         try:
             out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             with self._cond:
                 self._account()
                 shared_s = ticket.shared_s
+            from .relay import linux
+
+            busy_s = linux.group_cpu_seconds(proc.pid)
             _kill(proc)
-            return None, shared_s
+            return None, shared_s, busy_s
         finally:
             self._finish(proc, ticket)
         decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
-        return Probe(proc.returncode == 0, decode(out), decode(err)), ticket.shared_s
+        return Probe(proc.returncode == 0, decode(out), decode(err)), ticket.shared_s, None
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -288,16 +300,20 @@ def run_probe(
     """Run the CLI once, bounded at PROBE_TIMEOUT_S; the whole process tree dies with it.
 
     A run that hits the cap while other probes ran beside it for a share of
-    that time (RETRY_SHARED of the cap) gets one more try, alone, once the
-    others are done: a slow CLI on a busy machine is not reported as broken.
-    A run that had the cap's time (nearly) to itself is not tried again: a
-    CLI that hangs waiting on its network would only hang once more.
+    that time (RETRY_SHARED of the cap), and was working rather than waiting
+    (its processes used RETRY_BUSY of the cap in CPU time, where /proc tells),
+    gets one more try, alone, once the others are done: a slow CLI on a busy
+    machine is not reported as broken. A run that had the cap's time (nearly)
+    to itself, or spent it idle, is not tried again: a CLI that waits on its
+    network would only wait once more, and hold every other probe up.
     """
     slots = slots or Slots(1)
     argv = [*launch.prefix, *args]
-    probe, shared_s = slots.run(argv, env)
-    if probe is None and shared_s >= RETRY_SHARED * PROBE_TIMEOUT_S:
-        probe, _ = slots.run(argv, env, alone=True)
+    probe, shared_s, busy_s = slots.run(argv, env)
+    crowded = shared_s >= RETRY_SHARED * PROBE_TIMEOUT_S
+    working = busy_s is None or busy_s >= RETRY_BUSY * PROBE_TIMEOUT_S
+    if probe is None and crowded and working:
+        probe = slots.run(argv, env, alone=True)[0]
     return probe or Probe(False, "", "")
 
 
@@ -472,7 +488,11 @@ def usage_of(impl: Implementer, env: dict[str, str], home: str) -> dict | None:
 
 
 class _Pending:
-    """The probes of one CLI, started; `entry()` builds its report once they are done."""
+    """The probes of one CLI; `start` submits one kind, `entry()` builds the report."""
+
+    #: The order probes of every CLI are started in: the ones that wait longest
+    #: (a model list over the network) first, so they overlap the rest.
+    ORDER = ("models", "auth", "version", "usage")
 
     def __init__(
         self,
@@ -485,34 +505,50 @@ class _Pending:
         slots: Slots,
     ) -> None:
         self.impl, self.launch, self.env, self.home = impl, launch, env, home
+        self.with_usage, self.pool, self.slots = with_usage, pool, slots
         #: Seconds each probe took (from its start to its answer), by what it asked.
         self.seconds: dict[str, float] = {}
-        auth_args = impl.auth_probe.args if impl.auth_probe else None
-        model_args = impl.model_probe.args if impl.model_probe and impl.model_probe.args else None
-        self.version = pool.submit(self._timed, "version", version_of, impl, launch, env, slots)
-        self.auth = (
-            pool.submit(self._timed, "auth", run_probe, launch, auth_args, env, slots)
-            if auth_args
-            else None
+        self.auth_args = impl.auth_probe.args if impl.auth_probe else None
+        model = impl.model_probe
+        self.model_args = model.args if model and model.args else None
+        # One run answers both (grok's `models` says "not authenticated" when logged out).
+        self.shared = bool(
+            self.model_args and self.model_args == self.auth_args and not impl.auth_probe.json_field
         )
-        if model_args and model_args == auth_args and not impl.auth_probe.json_field:
-            # One run answers both (grok's `models` says "not authenticated" when logged out).
-            self.models = self.auth
-        else:
-            self.models = (
-                pool.submit(self._timed, "models", run_probe, launch, model_args, env, slots)
-                if model_args
-                else None
+        self.version = self.auth = self.models = self.usage = None
+        self.futures: set = set()
+
+    def start(self, what: str) -> None:
+        """Submit the probe `what` (one of ORDER), when this CLI has one."""
+        submit, slots, launch, env = self.pool.submit, self.slots, self.launch, self.env
+        future = None
+        if what == "version":
+            future = self.version = submit(
+                self._timed, "version", version_of, self.impl, launch, env, slots
             )
-        self.usage = pool.submit(usage_of, impl, env, home) if with_usage else None
-        self.futures = {f for f in (self.version, self.auth, self.models, self.usage) if f}
+        elif what == "models" and self.model_args and not self.shared:
+            future = self.models = submit(
+                self._timed, "models", run_probe, launch, self.model_args, env, slots
+            )
+        elif what == "auth" and self.auth_args:
+            future = self.auth = submit(
+                self._timed, "auth", run_probe, launch, self.auth_args, env, slots
+            )
+            if self.shared:
+                self.models = future
+        elif what == "usage" and self.with_usage:
+            future = self.usage = submit(usage_of, self.impl, env, self.home)
+        if future is not None:
+            self.futures.add(future)
 
     def _timed(self, what: str, probe, *args):
-        start = time.monotonic()
+        """Run a probe; its seconds are its processes' own, not its wait for a slot."""
+        start, waited = time.monotonic(), self.slots.waited()
         try:
             return probe(*args)
         finally:
-            self.seconds[what] = round(time.monotonic() - start, 3)
+            queued = self.slots.waited() - waited
+            self.seconds[what] = round(time.monotonic() - start - queued, 3)
 
     def entry(self) -> dict:
         impl = self.impl
@@ -616,6 +652,9 @@ def discover(
                 _Pending(impl, launches[impl.key], env, home, with_usage, pool, runner)
                 for impl in found
             ]
+            for what in _Pending.ORDER:
+                for probes in pending:
+                    probes.start(what)
             for key, entry in _answered(pending, ctrl_c):
                 entries[key] = entry
                 if progress is not None:
