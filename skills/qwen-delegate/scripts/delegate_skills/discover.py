@@ -270,15 +270,36 @@ class Slots:
             with self._cond:
                 self._account()
                 shared_s = ticket.shared_s
-            from .relay import linux
-
-            busy_s = linux.group_cpu_seconds(proc.pid)
+            busy_s = group_cpu_seconds(proc.pid)
             _kill(proc)
             return None, shared_s, busy_s
         finally:
             self._finish(proc, ticket)
         decode = lambda data: data.decode("utf-8", errors="replace")  # noqa: E731
         return Probe(proc.returncode == 0, decode(out), decode(err)), ticket.shared_s, None
+
+
+def group_cpu_seconds(pgid: int) -> float | None:
+    """CPU seconds the live processes of group `pgid` have used, their threads and the
+    children they waited for included (Linux /proc); None where that cannot be read."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        names = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    ticks, used, seen = os.sysconf("SC_CLK_TCK"), 0, False
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the name: state, ppid, pgrp, …; utime stime cutime cstime are 11-14.
+        if len(fields) > 14 and int(fields[2]) == pgid:
+            seen = True
+            used += sum(int(value) for value in fields[11:15])
+    return used / ticks if seen else None
 
 
 def _kill(proc: subprocess.Popen) -> None:

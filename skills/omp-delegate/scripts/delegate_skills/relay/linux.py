@@ -47,24 +47,6 @@ def process_start(pid: int) -> str | None:
     return fields[19].decode() if fields and len(fields) > 19 else None
 
 
-def group_cpu_seconds(pgid: int) -> float | None:
-    """CPU seconds the live processes of group `pgid` have used (their threads and the
-    children they waited for included); None where /proc cannot say."""
-    if not enabled():
-        return None
-    ticks = os.sysconf("SC_CLK_TCK")
-    used = 0
-    seen = False
-    for proc in processes():
-        if proc.pgid != pgid:
-            continue
-        fields = stat_fields(proc.pid)
-        if fields and len(fields) > 14:
-            seen = True
-            used += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
-    return used / ticks if seen else None
-
-
 class Proc:
     """One process as a table row: pid, parent, process group, state letter."""
 
