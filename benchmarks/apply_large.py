@@ -83,8 +83,10 @@ def main() -> int:
                     os.unlink(path)
             start = time.perf_counter()
             done = subprocess.run(
-                [PYTHON, "-m", "delegate_skills", "runs", "apply", out, "--json"],
-                env={**env, "PYTHONPATH": os.path.join(ROOT, "src")},
+                # The skill folder's runs.py: what an agent runs, on the bare interpreter.
+                [PYTHON, os.path.join(ROOT, "skills", "codex-delegate", "scripts", "runs.py"),
+                 "apply", out],
+                env=env,
                 capture_output=True, text=True,
             )  # fmt: skip
             samples.append(time.perf_counter() - start)
