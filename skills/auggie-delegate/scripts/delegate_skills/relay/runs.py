@@ -203,6 +203,24 @@ class Run:
         return pid_alive(*_relay_of(self))
 
     @property
+    def worktree(self) -> dict | None:
+        """The run's worktree (private record, else result.json); None for an in-place run."""
+        if self.private is not None:
+            found = self.private.get("worktree")
+        else:  # a run from before private records
+            found = (self.result or {}).get("worktree")
+        return found if isinstance(found, dict) else None
+
+    @property
+    def landing(self) -> str | None:
+        """applied | discarded | undone as `runs` last recorded it; "pending" for a
+        --worktree run nothing has landed or dropped yet; None for an in-place run."""
+        landed = self.private.get("landing") if self.private is not None else None
+        if isinstance(landed, dict) and landed.get("state") in ("applied", "discarded", "undone"):
+            return landed["state"]
+        return "pending" if self.worktree is not None else None
+
+    @property
     def status(self) -> str:
         if self.result is not None:
             return str(self.result.get("status"))
@@ -253,6 +271,7 @@ class Run:
             "elapsedSeconds": elapsed,
             "workdir": _text(marker.get("workdir")) or _text(result.get("workdir")),
             "exitCode": code,
+            "landing": self.landing,
         }
 
 

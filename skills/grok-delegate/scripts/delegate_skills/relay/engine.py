@@ -195,6 +195,12 @@ class Relay:
         flagged = parse(argv, table, opts, given, self._typed)
         if opts["continueRun"]:
             self._continue_from(opts)
+        if opts["outDir"] and not opts["dryRun"] and os.path.isdir(opts["outDir"]):
+            from .landing import unlanded_reason
+
+            held = unlanded_reason(opts["outDir"])
+            if held is not None:
+                raise Usage(held)
         if opts["worktree"] and not opts["dryRun"]:
             self._enter_worktree(opts)
         try:

@@ -73,11 +73,8 @@ class RunTree:
 
 def _worktree_record(run: runs.Run) -> dict | None:
     """The run's worktree: from its private record, else (a run from before records) result.json."""
-    if run.private is not None:
-        found = run.private.get("worktree")
-    else:
-        found = (run.result or {}).get("worktree")
-    if not isinstance(found, dict) or not all(isinstance(found.get(f), str) for f in FIELDS):
+    found = run.worktree
+    if found is None or not all(isinstance(found.get(f), str) for f in FIELDS):
         return None
     return found
 
@@ -105,6 +102,38 @@ def finished_tree(out_dir: str, verb: str) -> RunTree:
     if not record["branch"].startswith(BRANCH_PREFIX):
         raise UserError(f"{out_dir}: the run's record names branch {record['branch']}, not a run's")
     return RunTree(run, record)
+
+
+def unlanded_reason(out_dir: str) -> str | None:
+    """Why a new run may not use `out_dir` (one line), or None.
+
+    A run there that is still going, or a --worktree run whose change is
+    neither landed nor dropped while its worktree or branch still holds it,
+    would lose its record (and with it the way to land the work) to the new run.
+    """
+    run = runs.Run(out_dir)
+    if not run.exists:
+        return None
+    name = run.id or out_dir
+    status = run.status
+    if status in ("running", "orphaned"):
+        return (
+            f"--out-dir {out_dir} holds run {name}, which is still {status}; "
+            f"wait for it (runs wait {name}) or choose a new --out-dir"
+        )
+    tree = run.worktree
+    if run.landing not in ("pending", "undone") or tree is None:
+        return None
+    branch, source = tree.get("branch"), tree.get("source")
+    held = isinstance(tree.get("path"), str) and os.path.isdir(tree["path"])
+    if not held and isinstance(branch, str) and isinstance(source, str):
+        held = git_outcome(source, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").ok
+    if not held:
+        return None
+    return (
+        f"--out-dir {out_dir} holds run {name}, a --worktree run whose change is not landed; "
+        f"land it (runs apply {name}) or drop it (runs discard {name}), or choose a new --out-dir"
+    )
 
 
 def _source_paths(tree: RunTree):
