@@ -6,6 +6,7 @@ bad or untrusted config, or a refused write. Relays keep their own codes.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -431,8 +432,31 @@ def _run_text(run) -> str:
     return summary(adapter, run.result, [], os.path.join(run.out_dir, "result.json")).rstrip("\n")
 
 
+def run_ref(name: str = "out_dir"):
+    """RUN (a run directory, a run id or a unique prefix of one), or --last instead of it."""
+
+    def decorate(command):
+        @functools.wraps(command)
+        def wrapper(*args, last: bool, **kwargs):
+            from ..relay.runs import LAST
+
+            given = kwargs.get(name)
+            if last == (given is not None):
+                raise click.UsageError("name one run: RUN (a directory or run id) or --last")
+            if last:
+                kwargs[name] = LAST
+            return command(*args, **kwargs)
+
+        wrapper = click.option(
+            "--last", is_flag=True, help="The run started last on this machine, instead of RUN."
+        )(wrapper)
+        return click.argument(name, metavar="RUN", required=False)(wrapper)
+
+    return decorate
+
+
 @runs.command("show")
-@click.argument("out_dir", type=click.Path(file_okay=False))
+@run_ref()
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_show(out_dir: str, as_json: bool) -> None:
     """Print one run: its state, and its result and summary once it has one."""
@@ -446,7 +470,7 @@ def runs_show(out_dir: str, as_json: bool) -> None:
 
 
 @runs.command("wait")
-@click.argument("out_dir", type=click.Path(file_okay=False))
+@run_ref()
 @click.option(
     "--timeout", "timeout", default=None, help="Give up after this h/m/s duration (exit 124)."
 )
@@ -491,7 +515,7 @@ def apply_text(report: dict) -> str:
 
 
 @runs.command("apply")
-@click.argument("out_dir", type=click.Path(file_okay=False))
+@run_ref()
 @JSON_OPTION
 def runs_apply(out_dir: str, as_json: bool) -> None:
     """Bring a finished --worktree run's change into its source work tree, without a commit.
@@ -516,7 +540,7 @@ def discard_text(report: dict) -> str:
 
 
 @runs.command("discard")
-@click.argument("out_dir", type=click.Path(file_okay=False))
+@run_ref()
 @click.option(
     "--force", is_flag=True, help="Also when the run's branch has commits the source lacks."
 )
@@ -529,7 +553,7 @@ def runs_discard(out_dir: str, force: bool, as_json: bool) -> None:
 
 
 @runs.command("diff")
-@click.argument("run", metavar="RUN")
+@run_ref("run")
 @click.option("--stat", "mode", flag_value="stat", help="A diffstat instead of the patch.")
 @click.option("--name-only", "mode", flag_value="name-only", help="Only the changed paths.")
 @click.option("--color/--no-color", "color", default=None, help="Colour (default: on a terminal).")
@@ -577,7 +601,7 @@ def undo_text(report: dict) -> str:
 
 
 @runs.command("undo")
-@click.argument("run", metavar="RUN")
+@run_ref("run")
 @JSON_OPTION
 def runs_undo(run: str, as_json: bool) -> None:
     """Take back exactly what RUN changed, while every path it touched holds what it left.

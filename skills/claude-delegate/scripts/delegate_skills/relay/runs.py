@@ -364,11 +364,30 @@ def list_runs(roots: list[str], warn=None) -> list[dict]:
     return runs
 
 
+#: Names the run started last on this machine wherever a run is asked for.
+LAST = "--last"
+
+
+def last_run() -> str:
+    """The run directory of the run started last on this machine. Raises UserError."""
+    dated = [
+        (started, r.get("outDir"))
+        for r in record.all_records()
+        if isinstance(started := r.get("startedAt"), str) and isinstance(r.get("outDir"), str)
+    ]
+    if not dated:
+        raise UserError("--last: no relay run has been recorded on this machine yet")
+    return max(dated)[1]
+
+
 def resolve(ref: str) -> str:
-    """The run directory `ref` names: a run directory, or a run id (or a unique prefix of one).
+    """The run directory `ref` names: a run directory, a run id (or a unique prefix of
+    one), or LAST.
 
     Raises UserError for an id that matches no run, or more than one.
     """
+    if ref == LAST:
+        return last_run()
     if os.path.isdir(ref) or os.sep in ref or ref.startswith("."):
         return ref
     matches = record.by_prefix(ref) if ref and ref.isalnum() and ref.islower() else []

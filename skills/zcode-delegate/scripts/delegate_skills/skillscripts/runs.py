@@ -26,7 +26,8 @@ Usage:
   python3 runs.py --help
 
 <out-dir> is the run's directory, or its run id (the start line and
-result.json name it; a unique prefix will do).
+result.json name it; a unique prefix will do), or --last for the run
+started last on this machine.
 
 list   every run the relays on this machine started, newest first, and any
        run directory under each --root
@@ -68,7 +69,7 @@ def _take_value(args: list[str], flag: str | None) -> tuple[list[str], list[str]
             values.append(args[i + 1])
             i += 2
             continue
-        if args[i].startswith("-"):
+        if args[i].startswith("-") and args[i] != runs.LAST:
             raise fail(SCRIPT, f"unknown option: {args[i]}")
         rest.append(args[i])
         i += 1
