@@ -501,6 +501,29 @@ def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
     sys.exit(runs_module.exit_code_of(run))
 
 
+@runs.command("cancel")
+@run_ref()
+@JSON_OPTION
+def runs_cancel(out_dir: str, as_json: bool) -> None:
+    """End a running run as Ctrl-C would: its relay stops the implementer and all it started.
+
+    The run's result is `aborted`; nothing of it is left running. A finished
+    run is left as it is.
+    """
+    from ..relay import runs as runs_module
+
+    _emit(runs_module.cancel(out_dir), as_json, cancel_text)
+
+
+def cancel_text(report: dict) -> str:
+    name = report["id"] or report["outDir"]
+    if not report["cancelled"]:
+        return f"run {name} had already ended: {report['status']}"
+    left = report["leftRunning"]
+    tail = f"; still running: pid {', '.join(map(str, left))}" if left else ""
+    return f"cancelled run {name}: {report['status']}{tail}"
+
+
 def apply_text(report: dict) -> str:
     if not report["applied"]:
         return f"nothing to apply: the run changed no file ({report['outDir']})"

@@ -19,9 +19,10 @@ import time
 INSTRUCTIONS = (
     "delegate-skills: find installed coding-agent CLIs, read the fleet lanes, dispatch a "
     "brief to an implementer and wait for its result.json. Typical use: lane_resolve or "
-    "doctor, then dispatch (returns the run's out dir), then runs_wait, then review the diff "
-    "yourself and commit. dispatch with worktree=true, and fanout (one brief to several "
-    "lanes or implementers at once, blocking until all end), run in new git worktrees "
+    "doctor, then dispatch (returns the run's out dir), then runs_wait (runs_cancel ends a "
+    "run), then review the diff yourself and commit. dispatch with worktree=true, and "
+    "fanout (one brief to several lanes or implementers at once, blocking until all end), "
+    "run in new git worktrees "
     "outside the user's tree and write nothing to it; the user lands the run they keep with "
     "`delegate runs apply` at the command line. No tool writes or approves a config, edits "
     "a lane or deletes anything; ask the user to run `delegate lane set`, `delegate config "
@@ -358,6 +359,15 @@ def build_server():
         extra = [f"--timeout={timeout}"] if timeout else []
         return call("runs", "wait", "--json", *extra, *operand(outDir), ok_codes=None)
 
+    @server.tool()
+    def runs_cancel(outDir: str) -> str:
+        """End a running run as Ctrl-C would (`delegate runs cancel --json`).
+
+        `outDir` is the run's directory or run id. Its relay stops the
+        implementer and everything it started and writes an `aborted` result.
+        """
+        return call("runs", "cancel", "--json", *operand(outDir))
+
     return server
 
 
@@ -375,6 +385,7 @@ TOOL_COMMANDS = {
     "runs_show": "delegate runs show --json",
     "runs_diff": "delegate runs diff",
     "runs_wait": "delegate runs wait --json",
+    "runs_cancel": "delegate runs cancel --json",
 }
 
 

@@ -1,4 +1,4 @@
-"""`python3 runs.py list|show|wait|diff|undo|apply|discard`: follow and land runs.
+"""`python3 runs.py list|show|wait|cancel|diff|undo|apply|discard`: follow and land runs.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -19,6 +19,7 @@ Usage:
   python3 runs.py list [--root <dir>]...
   python3 runs.py show <out-dir>
   python3 runs.py wait <out-dir> [--timeout <duration>]
+  python3 runs.py cancel <out-dir>
   python3 runs.py diff <out-dir> [--stat | --name-only]
   python3 runs.py undo <out-dir>
   python3 runs.py apply <out-dir>
@@ -35,6 +36,8 @@ show   one run: its state, and its result.json once it has one
 wait   block until the run has a result; exit with the run's exit code
        (124 when --timeout passes first, 1 when the relay died without a
        result, 2 when the directory holds no run and no relay is starting one)
+cancel end a running run as Ctrl-C would: its relay stops the implementer
+       and everything it started and writes an aborted result
 diff   what that run itself changed, as a patch git applies (new and binary
        files included), from its change record; --stat or --name-only for less
 undo   take back exactly that run's change, while every path it touched still
@@ -146,6 +149,10 @@ def _run(argv: list[str]) -> int:
 
         _, operands = _take_value(args, None)
         _emit(rundiff.undo(_one_dir("undo", operands)))
+        return 0
+    if command == "cancel":
+        _, operands = _take_value(args, None)
+        _emit(runs.cancel(_one_dir("cancel", operands)))
         return 0
     if command in ("apply", "discard"):
         return _land(command, args)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import time
 
 from ..errors import UserError
@@ -441,6 +442,44 @@ def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
                 "(a relay that stopped on a usage error printed why)"
             )
         time.sleep(WAIT_POLL_S)
+
+
+#: How long `cancel` waits for the relay to write its `aborted` result.
+CANCEL_WAIT_S = 60.0
+
+
+def cancel(out_dir: str, timeout_s: float = CANCEL_WAIT_S) -> dict:
+    """End a run as Ctrl-C would. Raises UserError.
+
+    The relay gets SIGINT: it stops the implementer and everything it
+    started, then writes its `aborted` result. A run whose relay is gone has
+    its processes ended here. A finished run is left as it is.
+    """
+    out_dir = resolve(out_dir)
+    run = show(out_dir)
+    status = run.status
+    if status not in ("running", "orphaned"):
+        return {"id": run.id, "outDir": out_dir, "cancelled": False, "status": status}
+    pid, start = _relay_of(run)
+    if status == "running" and pid_alive(pid, start):
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass  # it ended on its own meanwhile
+        except PermissionError:
+            raise UserError(f"{out_dir}: its relay (pid {pid}) is not yours to stop") from None
+    run, timed_out = wait(out_dir, timeout_s)
+    if timed_out:
+        raise UserError(
+            f"{out_dir}: its relay (pid {pid}) did not stop within {timeout_s:.0f} s of SIGINT"
+        )
+    return {
+        "id": run.id,
+        "outDir": out_dir,
+        "cancelled": True,
+        "status": run.status,
+        "leftRunning": run._leftovers(),
+    }
 
 
 def _named_by_a_process(out_dir: str) -> bool:
