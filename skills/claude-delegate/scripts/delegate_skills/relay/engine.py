@@ -195,6 +195,9 @@ class Relay:
         flagged = parse(argv, table, opts, given, self._typed)
         if opts["continueRun"]:
             self._continue_from(opts)
+        # Lanes come from where the user dispatches: with --worktree, the source,
+        # whose config and approval count whether or not the config is committed.
+        self._lane_cwd = opts["cd"]
         if opts["outDir"] and not opts["dryRun"] and os.path.isdir(opts["outDir"]):
             from .landing import unlanded_reason
 
@@ -280,8 +283,9 @@ class Relay:
     def _enter_worktree(self, opts: dict) -> None:
         """Move the run into a new worktree of --cd's repository. Raises Usage.
 
-        Lanes are resolved there, against the worktree's own project config,
-        which carries the source's approval when its bytes are the approved ones.
+        Lanes are resolved in the source (see configure); the worktree's own
+        project config carries the source's approval when its bytes are the
+        approved ones, for what runs inside it.
         """
         from .worktree import WorktreeError, create
 
@@ -340,7 +344,7 @@ class Relay:
         from .. import lanes
 
         try:
-            resolved = lanes.resolve(opts["cd"], opts["lane"], self.adapter.key)
+            resolved = lanes.resolve(self._lane_cwd, opts["lane"], self.adapter.key)
         except UserError as problem:
             raise Usage(str(problem)) from None
         opts["laneSource"] = resolved["source"]
