@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import fleet_doc, write_json
+from conftest import delegate, fleet_doc, write_json
 from test_worktree import BRIEF_EDIT, Source
 
 
@@ -64,3 +64,31 @@ def test_an_uncommitted_edit_after_approval_is_refused_and_makes_no_worktree(sou
     assert "project fleet config is not trusted" in run.err
     assert source.worktrees() == [str(source.repo)]
     assert source.branches() == ["main"]
+
+
+def test_fanout_shows_a_read_only_lane_that_wrote(source):
+    from relaykit import DETECT_ONLY
+
+    from delegate_skills.commands.fanout import table
+
+    _approve_uncommitted(
+        source,
+        {"review": {"implementer": "codex", "readOnly": True}, "fix": {"implementer": "codex"}},
+    )
+    source.bench.script({"actions": [{"write": ["made.txt", "x\n"]}]})
+    done = delegate("fanout", "--brief", str(source.bench.brief), "--cd", str(source.repo),
+                    "--lane", "review", "--lane", "fix", "--json",
+                    env={**source.env, **DETECT_ONLY})  # fmt: skip
+    assert done.code == 1, done.err  # a read-only run wrote: the fanout is not clean
+    rows = json.loads(done.out)["runs"]
+    assert [(r["lane"], r["status"], r.get("readOnlyViolation", "absent")) for r in rows] == [
+        ("review", "completed", True),
+        ("fix", "completed", "absent"),
+    ]
+    lines = table(rows).splitlines()
+    assert lines[0].split()[:4] == ["lane", "implementer", "status", "read-only"]
+    assert [line.split()[:4] for line in lines[1:3]] == [
+        ["review", "codex", "completed", "WROTE"],
+        ["fix", "codex", "completed", "-"],
+    ]
+    assert "  a read-only run that changed files: see readOnlyChanges in its result" in lines

@@ -253,6 +253,8 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
         "diffstat": result.get("diffstat"),
         "tokens": tokens_of(result),
     }
+    if "readOnlyViolation" in result:  # a read-only run: its verdict, true, false or null
+        row["readOnlyViolation"] = result["readOnlyViolation"]
     if result.get("error"):
         row["error"] = result["error"]
     return row
@@ -268,15 +270,26 @@ def _last_line(path: str) -> str | None:
 
 
 def exit_code(rows: list[dict], interrupted: int | None) -> int:
-    """128+n after signal n; 0 when every run completed; 1 otherwise."""
+    """128+n after signal n; 0 when every run completed and no read-only run wrote; else 1."""
     if interrupted is not None:
         return 128 + interrupted
-    return 0 if all(row["status"] == "completed" for row in rows) else 1
+    clean = all(
+        row["status"] == "completed" and row.get("readOnlyViolation") is not True for row in rows
+    )
+    return 0 if clean else 1
+
+
+def _read_only_cell(row: dict) -> str:
+    """The table's read-only column: "-" for a write run, else the run's verdict."""
+    if "readOnlyViolation" not in row:
+        return "-"
+    return {True: "WROTE", False: "kept"}.get(row["readOnlyViolation"], "unproven")
 
 
 def table(rows: list[dict]) -> str:
     """The comparison table a person reads at a terminal."""
-    header = ("lane", "implementer", "status", "time", "files", "+lines", "-lines", "tokens")
+    header = ("lane", "implementer", "status", "read-only", "time", "files", "+lines", "-lines",
+              "tokens")  # fmt: skip
     body = []
     for row in rows:
         stat = row.get("diffstat") or {}
@@ -285,6 +298,7 @@ def table(rows: list[dict]) -> str:
                 row["lane"] or "-",
                 row["implementer"],
                 row["status"] or "?",
+                _read_only_cell(row),
                 f"{row['durationSeconds']:.0f}s",
                 _shown(stat.get("filesChanged")),
                 _shown(stat.get("linesAdded")),
@@ -303,6 +317,8 @@ def table(rows: list[dict]) -> str:
         lines.append(f"{row['lane'] or row['implementer']}: {where}")
         if row.get("error"):
             lines.append(f"  {row['error']}")
+        if row.get("readOnlyViolation") is True:
+            lines.append("  a read-only run that changed files: see readOnlyChanges in its result")
     lines.append("")
     lines.append("compare the diffs, then land one: delegate runs apply <out-dir>;")
     lines.append("drop the others: delegate runs discard <out-dir>. Nothing was committed.")
