@@ -93,7 +93,7 @@ def test_tools_and_their_schemas(world):
     schemas = {tool.name: tool.input_schema for tool in tools}
     assert schemas["lane_resolve"]["required"] == ["lane", "implementer"]
     # The relay's own flag name, and the name dispatch and runs_list return.
-    assert schemas["dispatch"]["required"] == ["implementer", "brief", "cd"]
+    assert schemas["dispatch"]["required"] == ["implementer", "cd"]
     assert schemas["runs_wait"]["required"] == ["outDir"]
     assert schemas["runs_show"]["required"] == ["outDir"]
 
@@ -197,9 +197,9 @@ def test_fanout_is_a_tool_and_landing_a_run_is_not(world):
         "runs_wait",
     ]  # fmt: skip
     schemas = {tool.name: tool.input_schema for tool in tools}
-    assert schemas["fanout"]["required"] == ["brief", "cd"]
+    assert schemas["fanout"]["required"] == ["cd"]  # and brief or briefFile
     assert set(schemas["fanout"]["properties"]) == {
-        "brief", "cd", "lanes", "implementers", "jobs", "timeout",
+        "brief", "briefFile", "cd", "lanes", "implementers", "jobs", "timeout",
     }  # fmt: skip
     assert schemas["dispatch"]["properties"]["worktree"]["default"] is False
 
@@ -407,3 +407,50 @@ def test_config_without_the_mcp_package_says_how_to_install_it(tmp_path):
     assert done.stdout == ""
     assert done.stderr.startswith("delegate: the MCP server needs the `mcp` package")
     assert "pip install 'mcp>=2,<3'" in done.stderr
+
+
+def test_dispatch_takes_a_brief_file_and_refuses_a_path_given_as_the_brief(world):
+    bench, env = world["bench"], world["env"]
+    bench.script({"actions": [{"write": ["done.txt", "x"]}]})
+    (bench.work / "task.md").write_text("the task, from a file\n")
+    commit_all(bench.work)
+
+    async def body(session):
+        base = {"implementer": "codex", "cd": str(bench.work)}
+        as_path = await session.call_tool("dispatch", {**base, "brief": "task.md"})
+        both = await session.call_tool("dispatch", {**base, "brief": "x", "briefFile": "task.md"})
+        neither = await session.call_tool("dispatch", base)
+        missing = await session.call_tool("dispatch", {**base, "briefFile": "nope.md"})
+        started = await session.call_tool("dispatch", {**base, "briefFile": "task.md"})
+        out_dir = json.loads(text(started))["outDir"]
+        waited = json.loads(text(await session.call_tool("runs_wait", {"outDir": out_dir})))
+        return as_path, both, neither, missing, out_dir, waited
+
+    as_path, both, neither, missing, out_dir, waited = with_server(env, body)
+    failed = "Error executing tool dispatch: "
+    assert as_path.is_error and text(as_path) == failed + (
+        "brief is the brief's text, and 'task.md' is only the path of a file; "
+        "pass the path as briefFile instead"
+    )
+    one_of = failed + "give the brief as brief (its text) or briefFile (a path), one of them"
+    assert (both.is_error, text(both)) == (True, one_of)
+    assert (neither.is_error, text(neither)) == (True, one_of)
+    assert missing.is_error
+    assert text(missing) == f"{failed}briefFile not found: {bench.work / 'nope.md'}"
+    assert waited["status"] == "completed"
+    assert Path(out_dir, "brief.txt").read_text() == "the task, from a file\n"
+
+
+def test_every_tool_parameter_is_described(world):
+    async def body(session):
+        return (await session.list_tools()).tools
+
+    tools = with_server(world["env"], body)
+    undescribed = [
+        f"{tool.name}.{name}"
+        for tool in tools
+        for name, schema in tool.input_schema.get("properties", {}).items()
+        if not schema.get("description")
+    ]
+    assert undescribed == []
+    assert len(tools) == 13

@@ -8,13 +8,12 @@ command line.
 Needs the optional `mcp` package (the `mcp` extra of delegate-skills).
 """
 
-from __future__ import annotations
-
 import datetime
 import os
 import subprocess
 import sys
 import time
+from typing import Annotated
 
 INSTRUCTIONS = (
     "delegate-skills: find installed coding-agent CLIs, read the fleet lanes, dispatch a "
@@ -97,18 +96,23 @@ FANOUT_BRIEF_PREFIX = ".fanout-brief-"
 
 
 def run_fanout(
-    brief: str,
+    brief: str | None,
     cd: str,
     lanes: list[str] | None,
     implementers: list[str] | None,
     jobs: int | None,
     timeout: str | None,
+    brief_file: str | None = None,
 ) -> str:
-    """Run `delegate fanout --json` on `brief`, kept in a private file for the call's length.
+    """Run `delegate fanout --json` on `brief_file`, or on `brief` kept in a private
+    file for the call's length.
 
     Any exit that printed the report is a result (1 when a run did not
     complete); a usage error prints nothing and raises CommandFailed.
     """
+    if brief_file is not None:
+        argv = fanout_argv(brief_file, cd, lanes, implementers, jobs, timeout)
+        return run_cli(*argv, ok_codes=None)
     import tempfile
 
     from ..relay.rundir import default_root, ensure_private_root
@@ -147,8 +151,41 @@ _START_POLL_S = 0.02
 _LOG_LIMIT = 64 * 1024
 
 
-def start_relay(implementer: str, brief: str, cd: str, lane: str | None, args: list[str]) -> dict:
-    """Start `delegate relay` detached with `brief` on its stdin; its out dir and pid.
+def brief_source(
+    brief: str | None, brief_file: str | None, cd: str
+) -> tuple[str | None, str | None]:
+    """(brief text, brief file) for a dispatch or fanout: exactly one of them. Raises CommandFailed.
+
+    `brief_file` is made absolute against `cd`. A `brief` that is nothing but
+    the path of an existing file is refused: it would run as those few words.
+    """
+    if (brief is None) == (brief_file is None):
+        raise CommandFailed("give the brief as brief (its text) or briefFile (a path), one of them")
+    if brief_file is not None:
+        path = os.path.join(cd, os.path.expanduser(brief_file))
+        if not os.path.isfile(path):
+            raise CommandFailed(f"briefFile not found: {path}")
+        return None, os.path.abspath(path)
+    words = brief.strip()
+    if words and "\n" not in words and len(words) < 4096:
+        named = os.path.join(cd, os.path.expanduser(words))
+        if os.path.isfile(named):
+            raise CommandFailed(
+                f"brief is the brief's text, and {words!r} is only the path of a file; "
+                "pass the path as briefFile instead"
+            )
+    return brief, None
+
+
+def start_relay(
+    implementer: str,
+    brief: str | None,
+    cd: str,
+    lane: str | None,
+    args: list[str],
+    brief_file: str | None = None,
+) -> dict:
+    """Start `delegate relay` detached, the brief on its stdin (or `--brief brief_file`).
 
     Returns once the relay has written run.json (it passed its checks and
     the run is on its way); a relay that exits first, on a usage error for
@@ -180,21 +217,24 @@ def start_relay(implementer: str, brief: str, cd: str, lane: str | None, args: l
     except OSError as problem:
         raise CommandFailed(f"cannot create the run directory {out_dir}: {problem}") from None
     argv = delegate_argv("relay", implementer, "--cd", cd, "--out-dir", out_dir)
+    if brief_file is not None:
+        argv += ["--brief", brief_file]
     if lane:
         argv += ["--lane", lane]
     argv += list(args)
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
-            start_new_session=True,
+            argv, stdin=subprocess.DEVNULL if brief is None else subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
         )  # fmt: skip
     finally:
         os.close(log)
-    try:
-        proc.stdin.write(brief.encode("utf-8"))
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass  # it exited before reading the brief: its stderr says why
+    if brief is not None:
+        try:
+            proc.stdin.write(brief.encode("utf-8"))
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it exited before reading the brief: its stderr says why
     if not _started(proc, out_dir):
         raise CommandFailed(_start_failure(proc, out_dir))
     return {"outDir": out_dir, "pid": proc.pid, "implementer": implementer, "lane": lane}
@@ -231,10 +271,24 @@ def _start_failure(proc: subprocess.Popen, out_dir: str) -> str:
 def build_server():
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
 
     from .. import __version__, jsjson
 
     server = MCPServer(name="delegate-skills", version=__version__, instructions=INSTRUCTIONS)
+    # Parameter descriptions (evaluated here: pydantic comes with the mcp extra).
+    Cwd = Annotated[
+        str | None, Field(description="The directory whose lanes count (default: the server's).")
+    ]
+    Lane = Annotated[str, Field(description="A fleet lane name.")]
+    Implementer = Annotated[str, Field(description="An implementer key, e.g. codex or claude.")]
+    OutDir = Annotated[str, Field(description="The run's directory (outDir), or its run id.")]
+    Brief = Annotated[
+        str | None, Field(description="The brief's text (or give briefFile). Not a path.")
+    ]
+    BriefFile = Annotated[
+        str | None, Field(description="Path of a file holding the brief (relative to cd).")
+    ]
 
     def call(*args: str, ok_codes: tuple[int, ...] | None = (0,)) -> str:
         try:
@@ -243,34 +297,41 @@ def build_server():
             raise ToolError(str(problem)) from None
 
     @server.tool()
-    def discover(usage: bool = False) -> str:
+    def discover(
+        usage: Annotated[bool, Field(description="Add session counts and last use.")] = False,
+    ) -> str:
         """Installed implementer CLIs: version, login, models (`delegate discover --json`)."""
         return call("discover", "--json", *(["--usage"] if usage else []))
 
     @server.tool()
-    def config_load(cwd: str | None = None) -> str:
+    def config_load(cwd: Cwd = None) -> str:
         """The effective fleet lanes for a directory (`delegate config load`)."""
         return call("config", "load", *_cwd_args(cwd))
 
     @server.tool()
-    def config_validate(file: str) -> str:
+    def config_validate(
+        file: Annotated[str, Field(description="Path of a delegate-fleet.v1 JSON file.")],
+    ) -> str:
         """Check a delegate-fleet.v1 file without writing anything (`delegate config validate`)."""
         return call("config", "validate", *operand(file))
 
     @server.tool()
-    def lane_list(cwd: str | None = None) -> str:
+    def lane_list(cwd: Cwd = None) -> str:
         """Effective lanes, their source and whether each may dispatch (`delegate lane list`)."""
         return call("lane", "list", "--json", *_cwd_args(cwd))
 
     @server.tool()
-    def lane_resolve(lane: str, implementer: str, cwd: str | None = None) -> str:
+    def lane_resolve(lane: Lane, implementer: Implementer, cwd: Cwd = None) -> str:
         """The dials a lane gives an implementer's relay (`delegate lane resolve`)."""
         return call(
             "lane", "resolve", f"--lane={lane}", f"--implementer={implementer}", *_cwd_args(cwd)
         )
 
     @server.tool()
-    def doctor(lane: str | None = None, cwd: str | None = None) -> str:
+    def doctor(
+        lane: Annotated[str | None, Field(description="Check only this lane.")] = None,
+        cwd: Cwd = None,
+    ) -> str:
         """Whether each lane would dispatch, with the fix where not (`delegate doctor`)."""
         return call(
             "doctor",
@@ -282,89 +343,115 @@ def build_server():
 
     @server.tool()
     def dispatch(
-        implementer: str,
-        brief: str,
-        cd: str,
-        lane: str | None = None,
-        args: list[str] | None = None,
-        worktree: bool = False,
+        implementer: Implementer,
+        cd: Annotated[str, Field(description="The repository folder the implementer works in.")],
+        brief: Brief = None,
+        briefFile: BriefFile = None,
+        lane: Annotated[str | None, Field(description="A fleet lane to take dials from.")] = None,
+        args: Annotated[
+            list[str] | None,
+            Field(description='Further relay flags, e.g. ["--read-only"], ["--timeout", "45m"].'),
+        ] = None,
+        worktree: Annotated[
+            bool, Field(description="Run in a new git worktree outside cd (--worktree).")
+        ] = False,
     ) -> str:
         """Start `delegate relay IMPLEMENTER --cd CD` detached with this brief.
 
-        Returns the run's `outDir` once the relay has started (a usage error is
-        a tool error). `args` are further relay flags (e.g. ["--read-only"],
-        ["--timeout", "45m"]). Wait with runs_wait(outDir); the relay never commits.
-        `worktree` true (`--worktree`): the run happens in its own new git worktree
-        on branch delegate/<run id>, outside CD, which stays untouched; its result
-        gains `worktree` and `diffstat`. Landing it is the user's, at the command
-        line: `delegate runs apply OUTDIR` (not a tool).
+        Give the brief as `brief` (its text) or `briefFile` (a path). Returns the
+        run's `outDir` once the relay has started (a usage error is a tool error).
+        Wait with runs_wait(outDir); the relay never commits. With `worktree` the
+        run happens in its own new git worktree on branch delegate/<run id>,
+        outside CD, which stays untouched; its result gains `worktree` and
+        `diffstat`. Landing it is the user's, at the command line: `delegate runs
+        apply OUTDIR` (not a tool).
         """
         try:
-            return jsjson.stringify(
-                start_relay(implementer, brief, cd, lane, relay_args(args, worktree)), 2
-            )
+            text, path = brief_source(brief, briefFile, cd)
+            started = start_relay(implementer, text, cd, lane, relay_args(args, worktree), path)
+            return jsjson.stringify(started, 2)
         except CommandFailed as problem:
             raise ToolError(str(problem)) from None
 
     @server.tool()
     def fanout(
-        brief: str,
-        cd: str,
-        lanes: list[str] | None = None,
-        implementers: list[str] | None = None,
-        jobs: int | None = None,
-        timeout: str | None = None,
+        cd: Annotated[
+            str, Field(description="The repository folder; each run is in a worktree of it.")
+        ],
+        brief: Brief = None,
+        briefFile: BriefFile = None,
+        lanes: Annotated[list[str] | None, Field(description="Fleet lanes, one run each.")] = None,
+        implementers: Annotated[
+            list[str] | None, Field(description="Implementer keys, one run each (no lane).")
+        ] = None,
+        jobs: Annotated[int | None, Field(description="Runs at once (default: all).")] = None,
+        timeout: Annotated[
+            str | None, Field(description="Each run's watchdog as h/m/s, e.g. 45m.")
+        ] = None,
     ) -> str:
         """Run one brief on several lanes and/or implementers at once (`delegate fanout --json`).
 
-        Blocks until every run has ended, then returns `runs`: one row each with
-        lane, implementer, outDir, status, exitCode, durationSeconds, worktree,
-        diffstat and tokens. Each run happens in its own new git worktree (branch
-        delegate/<run id>) outside CD; nothing is committed or applied. `jobs`
-        caps the runs at once (default all); `timeout` is each run's watchdog as
-        h/m/s. Compare the runs with runs_show; the user lands one with
-        `delegate runs apply OUTDIR` at the command line. For fire-and-forget
-        use dispatch with worktree=true.
+        Give the brief as `brief` (its text) or `briefFile` (a path). Blocks until
+        every run has ended, then returns `runs`: one row each with lane,
+        implementer, outDir, status, exitCode, durationSeconds, worktree,
+        diffstat, tokens and, for read-only runs, readOnlyViolation. Each run
+        happens in its own new git worktree (branch delegate/<run id>) outside
+        CD; nothing is committed or applied. Compare the runs with runs_show; the
+        user lands one with `delegate runs apply OUTDIR` at the command line.
+        For fire-and-forget use dispatch with worktree=true.
         """
         try:
-            return run_fanout(brief, cd, lanes, implementers, jobs, timeout)
+            text, path = brief_source(brief, briefFile, cd)
+            return run_fanout(text, cd, lanes, implementers, jobs, timeout, path)
         except CommandFailed as problem:
             raise ToolError(str(problem)) from None
 
     @server.tool()
-    def runs_list(roots: list[str] | None = None) -> str:
+    def runs_list(
+        roots: Annotated[
+            list[str] | None, Field(description="Further folders to look for run directories in.")
+        ] = None,
+    ) -> str:
         """Relay runs, newest first, with their status (`delegate runs list --json`)."""
         extra = [f"--root={root}" for root in roots or []]
         return call("runs", "list", "--json", *extra)
 
     # `outDir`: the name dispatch and runs_list return it under, one spelling.
     @server.tool()
-    def runs_show(outDir: str) -> str:
+    def runs_show(outDir: OutDir) -> str:
         """One run's state and result (`delegate runs show --json`)."""
         return call("runs", "show", "--json", *operand(outDir))
 
     @server.tool()
-    def runs_diff(outDir: str, stat: bool = False, nameOnly: bool = False) -> str:
+    def runs_diff(
+        outDir: OutDir,
+        stat: Annotated[bool, Field(description="A diffstat instead of the patch.")] = False,
+        nameOnly: Annotated[bool, Field(description="Only the changed paths.")] = False,
+    ) -> str:
         """What that run itself changed, as a patch, from its change record (`delegate runs diff`).
 
-        `outDir` is the run's directory or run id. New and binary files are in
-        the patch; `stat` gives a diffstat, `nameOnly` only the paths. Read-only.
+        New and binary files are in the patch. Read-only.
         """
         mode = ["--stat"] if stat else ["--name-only"] if nameOnly else []
         return call("runs", "diff", *mode, "--no-color", *operand(outDir))
 
     @server.tool()
-    def runs_wait(outDir: str, timeout: str | None = None) -> str:
-        """Wait until a run has a result (or is lost); `timeout` as h/m/s (`delegate runs wait`)."""
+    def runs_wait(
+        outDir: OutDir,
+        timeout: Annotated[
+            str | None, Field(description="Give up after this h/m/s duration, e.g. 30m.")
+        ] = None,
+    ) -> str:
+        """Wait until a run has a result (or is lost) (`delegate runs wait`)."""
         extra = [f"--timeout={timeout}"] if timeout else []
         return call("runs", "wait", "--json", *extra, *operand(outDir), ok_codes=None)
 
     @server.tool()
-    def runs_cancel(outDir: str) -> str:
+    def runs_cancel(outDir: OutDir) -> str:
         """End a running run as Ctrl-C would (`delegate runs cancel --json`).
 
-        `outDir` is the run's directory or run id. Its relay stops the
-        implementer and everything it started and writes an `aborted` result.
+        Its relay stops the implementer and everything it started and writes
+        an `aborted` result.
         """
         return call("runs", "cancel", "--json", *operand(outDir))
 
