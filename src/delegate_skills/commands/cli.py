@@ -400,26 +400,97 @@ def runs() -> None:
     type=click.Path(file_okay=False),
     help="Also look here (repeatable).",
 )
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, exists=True),
+    help="Only runs on this repository (e.g. --repo .).",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="STATUS",
+    help="Only runs with this status: running, completed, failed, aborted, … (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
-def runs_list(roots: tuple[str, ...], as_json: bool) -> None:
-    """Runs under the default artifact root (and each --root), newest first."""
+def runs_list(
+    roots: tuple[str, ...], repo: str | None, statuses: tuple[str, ...], as_json: bool
+) -> None:
+    """Runs under the default artifact root (and each --root), newest first.
+
+    On a terminal, a table: id, age, implementer (lane), status, landing,
+    repository and what the run changed.
+    """
     from ..relay import runs as runs_module
 
     def warn(line: str) -> None:
         click.echo(f"delegate: {line}", err=True)
 
     found = runs_module.list_runs([*runs_module.default_roots(), *roots], warn)
+    if repo is not None:
+        found = [run for run in found if _in_repo(run["repository"], _repo_top(repo))]
+    if statuses:
+        found = [run for run in found if run["status"] in statuses]
     if _wants_json(as_json):
         click.echo(jsjson.stringify({"runs": found}, 2))
         return
-    if not found:
-        click.echo("no runs found")
+    click.echo(runs_table(found) if found else "no runs found")
+
+
+def _repo_top(path: str) -> str:
+    from ..gitmeta import repo_paths
+
+    top = repo_paths(path).toplevel
+    if top is None:
+        raise click.BadParameter(f"{path} is not in a git repository", param_hint="--repo")
+    return os.path.realpath(top)
+
+
+def _in_repo(where: str | None, top: str) -> bool:
+    if not where:
+        return False
+    real = os.path.realpath(where)
+    return real == top or real.startswith(top + os.sep)
+
+
+def _age(started: str | None) -> str:
+    from ..relay.runs import _parse_iso, _utc_now
+
+    begin = _parse_iso(started)
+    if begin is None:
+        return "?"
+    seconds = max(0, int((_utc_now() - begin).total_seconds()))
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def runs_table(found: list[dict]) -> str:
+    """`runs list` for a person: one row per run, newest first."""
+    home = os.path.expanduser("~")
+    header = ("id", "age", "implementer", "status", "landing", "repository", "changes")
+    rows = []
     for run in found:
-        elapsed = "" if run["elapsedSeconds"] is None else f"{run['elapsedSeconds']:.0f}s"
-        click.echo(
-            f"{run['status']:<22} {run['implementer'] or '?':<12} {run['lane'] or '-':<12} "
-            f"{run['startedAt'] or '?':<25} {elapsed:>7}  {run['workdir'] or '?'}  {run['outDir']}"
+        who = run["implementer"] or "?"
+        if run["lane"]:
+            who += f" ({run['lane']})"
+        repo = run["repository"] or "?"
+        if repo == home or repo.startswith(home + os.sep):
+            repo = "~" + repo[len(home) :]
+        totals = run["changes"]
+        changed = (
+            f"{totals['filesChanged']} file(s) +{totals['linesAdded']} -{totals['linesRemoved']}"
+            if totals
+            else "-"
         )
+        rows.append((run["id"] or "-", _age(run["startedAt"]), who, run["status"],
+                     run["landing"] or "-", repo, changed))  # fmt: skip
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(f"{cell:<{w}}" for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in (header, *rows)
+    )
 
 
 def _run_text(run) -> str:

@@ -273,7 +273,27 @@ class Run:
             "workdir": _text(marker.get("workdir")) or _text(result.get("workdir")),
             "exitCode": code,
             "landing": self.landing,
+            "repository": self.repository,
+            "changes": _totals(result.get("changes")),
         }
+
+    @property
+    def repository(self) -> str | None:
+        """The repository the run's change belongs to: a worktree run's source, else its workdir."""
+        tree = self.worktree or {}
+        return (
+            _text(tree.get("source"))
+            or _text(self.marker.get("workdir"))
+            or _text((self.result or {}).get("workdir"))
+        )
+
+
+def _totals(changes) -> dict | None:
+    """filesChanged, linesAdded and linesRemoved of a result's change record, or None."""
+    if not isinstance(changes, dict):
+        return None
+    totals = {key: _int(changes.get(key)) for key in ("filesChanged", "linesAdded", "linesRemoved")}
+    return totals if None not in totals.values() else None
 
 
 def default_roots() -> list[str]:
