@@ -595,6 +595,45 @@ def cancel_text(report: dict) -> str:
     return f"cancelled run {name}: {report['status']}{tail}"
 
 
+@runs.command("prune")
+@click.option("--dry-run", is_flag=True, help="Say what would go; remove nothing.")
+@click.option("--older-than", "older_than", metavar="AGE",
+              help="Only runs started longer ago than this (7d, 12h, 90m).")  # fmt: skip
+@click.option("--force", is_flag=True, help="Also runs whose work nobody landed (it is lost).")
+@JSON_OPTION
+def runs_prune(dry_run: bool, older_than: str | None, force: bool, as_json: bool) -> None:
+    """Remove run dirs, worktrees and branches that hold no unlanded work.
+
+    Runs that worked in place and have ended, worktree runs applied or
+    discarded or that changed nothing, and worktrees no run names that hold
+    nothing. A worktree run with work nobody landed is listed and kept,
+    unless --force. Running runs are never touched.
+    """
+    from ..relay import prune
+
+    seconds = None
+    if older_than is not None:
+        seconds = prune.parse_age(older_than)
+        if seconds is None:
+            raise click.BadParameter("use days or an h/m/s duration: 7d, 12h, 90m",
+                                     param_hint="--older-than")  # fmt: skip
+    _emit(prune.prune(dry_run, seconds, force), as_json, prune_text)
+
+
+def prune_text(report: dict) -> str:
+    verb = "would remove" if report["dryRun"] else "removed"
+    lines = []
+    for run in report["removed"]:
+        left = f" (left {len(run['left'])} file(s) no relay wrote)" if run.get("left") else ""
+        lines.append(f"{verb} {run['id'] or '-'} {run['outDir']}: {run['reason']}{left}")
+    for tree in report["orphans"]:
+        done = verb if tree["prunable"] else "kept"
+        lines.append(f"{done} worktree {tree['path']}: {tree['reason']}")
+    for run in report["kept"]:
+        lines.append(f"kept {run['id'] or '-'} {run['outDir']}: {run['reason']}")
+    return "\n".join(lines) or "nothing to prune"
+
+
 def apply_text(report: dict) -> str:
     if not report["applied"]:
         return f"nothing to apply: the run changed no file ({report['outDir']})"

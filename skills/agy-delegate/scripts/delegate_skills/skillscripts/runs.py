@@ -1,4 +1,4 @@
-"""`python3 runs.py list|show|wait|cancel|diff|undo|apply|discard`: follow and land runs.
+"""`python3 runs.py list|show|wait|cancel|diff|undo|apply|discard|prune`: follow and land runs.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -24,6 +24,7 @@ Usage:
   python3 runs.py undo <out-dir>
   python3 runs.py apply <out-dir>
   python3 runs.py discard <out-dir> [--force]
+  python3 runs.py prune [--dry-run] [--older-than <age>] [--force]
   python3 runs.py --help
 
 <out-dir> is the run's directory, or its run id (the start line and
@@ -49,6 +50,11 @@ apply  bring a finished --worktree run's change into the source work tree,
 discard  remove a finished --worktree run's worktree and delegate/... branch
        (refused, exit 2, when the branch has commits the source lacks,
        unless --force)
+prune  remove run directories, worktrees and branches that hold no unlanded
+       work (ended in-place runs; worktree runs applied, discarded or with no
+       change; worktrees no run names that hold nothing); a worktree run with
+       unlanded work is listed and kept unless --force; --older-than 7d|12h
+       spares younger runs; --dry-run removes nothing
 
 Everything but diff is printed as JSON on stdout.
 """
@@ -126,6 +132,22 @@ def _land(command: str, args: list[str]) -> int:
     return 0
 
 
+def _prune(args: list[str]) -> int:
+    from ..relay import prune
+
+    flags = {"--dry-run", "--force"}
+    ages, rest = _take_value([a for a in args if a not in flags], "--older-than")
+    if rest:
+        raise fail(SCRIPT, f"unexpected argument: {rest[0]}")
+    seconds = None
+    if ages:
+        seconds = prune.parse_age(ages[-1])
+        if seconds is None:
+            raise fail(SCRIPT, "--older-than must be days or an h/m/s duration: 7d, 12h, 90m")
+    _emit(prune.prune("--dry-run" in args, seconds, "--force" in args))
+    return 0
+
+
 def _run(argv: list[str]) -> int:
     if wants_help(argv):
         return print_help(HELP, argv)
@@ -150,6 +172,8 @@ def _run(argv: list[str]) -> int:
         _, operands = _take_value(args, None)
         _emit(rundiff.undo(_one_dir("undo", operands)))
         return 0
+    if command == "prune":
+        return _prune(args)
     if command == "cancel":
         _, operands = _take_value(args, None)
         _emit(runs.cancel(_one_dir("cancel", operands)))

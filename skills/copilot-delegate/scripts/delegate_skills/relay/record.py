@@ -55,6 +55,14 @@ def record_dir(run_id: str) -> str:
     return os.path.join(records_root(), run_id)
 
 
+def remove(run_id: str) -> None:
+    """Delete a run's private record (its directory and what is in it), if it is there."""
+    import shutil
+
+    if valid_id(run_id):
+        shutil.rmtree(record_dir(run_id), ignore_errors=True)
+
+
 def create_dir() -> tuple[str, str]:
     """A new run id and its private directory (0700, made here and nowhere else).
 
