@@ -155,6 +155,9 @@ def act(action):
     elif "wait" in action:
         while True:
             time.sleep(3600)
+    elif "wait_for_file" in action:  # a test's go-ahead
+        while not os.path.exists(action["wait_for_file"]):
+            time.sleep(0.01)
 
 
 def repeat(spec):

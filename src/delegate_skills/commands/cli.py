@@ -595,6 +595,20 @@ def cancel_text(report: dict) -> str:
     return f"cancelled run {name}: {report['status']}{tail}"
 
 
+@runs.command("logs")
+@run_ref()
+@click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
+def runs_logs(out_dir: str, follow: bool) -> None:
+    """The implementer's events of RUN as readable lines (its kind and text)."""
+    from ..relay import runlogs
+
+    if follow:
+        runlogs.follow(out_dir, lambda line: click.echo(line))
+        return
+    for line in runlogs.iter_all(out_dir):
+        click.echo(line)
+
+
 @runs.command("prune")
 @click.option("--dry-run", is_flag=True, help="Say what would go; remove nothing.")
 @click.option("--older-than", "older_than", metavar="AGE",

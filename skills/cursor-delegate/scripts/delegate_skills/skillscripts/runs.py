@@ -1,4 +1,4 @@
-"""`python3 runs.py list|show|wait|cancel|diff|undo|apply|discard|prune`: follow and land runs.
+"""`python3 runs.py list|show|wait|cancel|logs|diff|undo|apply|discard|prune`: follow and land runs.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -20,6 +20,7 @@ Usage:
   python3 runs.py show <out-dir>
   python3 runs.py wait <out-dir> [--timeout <duration>]
   python3 runs.py cancel <out-dir>
+  python3 runs.py logs <out-dir> [-f]
   python3 runs.py diff <out-dir> [--stat | --name-only]
   python3 runs.py undo <out-dir>
   python3 runs.py apply <out-dir>
@@ -39,6 +40,7 @@ wait   block until the run has a result; exit with the run's exit code
        result, 2 when the directory holds no run and no relay is starting one)
 cancel end a running run as Ctrl-C would: its relay stops the implementer
        and everything it started and writes an aborted result
+logs   the implementer's events as readable lines; -f follows until the run ends
 diff   what that run itself changed, as a patch git applies (new and binary
        files included), from its change record; --stat or --name-only for less
 undo   take back exactly that run's change, while every path it touched still
@@ -56,7 +58,7 @@ prune  remove run directories, worktrees and branches that hold no unlanded
        unlanded work is listed and kept unless --force; --older-than 7d|12h
        spares younger runs; --dry-run removes nothing
 
-Everything but diff is printed as JSON on stdout.
+Everything but diff and logs is printed as JSON on stdout.
 """
 
 
@@ -171,6 +173,19 @@ def _run(argv: list[str]) -> int:
 
         _, operands = _take_value(args, None)
         _emit(rundiff.undo(_one_dir("undo", operands)))
+        return 0
+    if command == "logs":
+        from ..relay import runlogs
+
+        follow = "-f" in args or "--follow" in args
+        _, operands = _take_value([a for a in args if a not in ("-f", "--follow")], None)
+        out_dir = _one_dir("logs", operands)
+        show = lambda line: (sys.stdout.write(line + "\n"), sys.stdout.flush())  # noqa: E731
+        if follow:
+            runlogs.follow(out_dir, show)
+        else:
+            for line in runlogs.iter_all(out_dir):
+                show(line)
         return 0
     if command == "prune":
         return _prune(args)
