@@ -830,6 +830,38 @@ def fanout_command(
     sys.exit(fanout.exit_code(rows, runner.interrupted))
 
 
+@cli.command("batch")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--cd", type=click.Path(file_okay=False, exists=True),
+              help="The repository to run in (default: the current directory).")  # fmt: skip
+@click.option("--jobs", type=click.IntRange(min=1), help="Runs at once (default: all).")
+@JSON_OPTION
+def batch_command(file: str, cd: str | None, jobs: int | None, as_json: bool) -> None:
+    """Run a list of tasks (each its own brief, lane or implementer) in parallel worktrees.
+
+    FILE is JSON: {"tasks": [{"brief": "a.md", "lane": "feature"}, {"brief":
+    "b.md", "implementer": "claude", "timeout": "30m", "args": [...]}]}, brief
+    paths relative to FILE. Every task is checked before any run starts. Runs
+    as fanout does and prints one table (JSON on a pipe or with --json). Exit
+    codes as fanout's.
+    """
+    from . import batch, fanout
+
+    workdir = _cwd(cd)
+    targets = batch.load(file, workdir)
+
+    def progress(line: str) -> None:
+        click.echo(f"batch: {line}", err=True)
+
+    runner = fanout.Fanout(targets, "", workdir, jobs or len(targets), None, progress)
+    rows = runner.run()
+    if _wants_json(as_json):
+        click.echo(jsjson.stringify({"runs": rows}, 2))
+    else:
+        click.echo(fanout.table(rows))
+    sys.exit(fanout.exit_code(rows, runner.interrupted))
+
+
 # ---------------------------------------------------------------- mcp
 
 

@@ -31,13 +31,23 @@ _LOG_TAIL = 64 * 1024
 
 
 class Target:
-    """One run of the fanout: an implementer, through a lane or directly."""
+    """One run: an implementer, through a lane or directly; in a batch, its own brief and flags."""
 
-    __slots__ = ("implementer", "lane")
+    __slots__ = ("args", "brief", "implementer", "lane", "task")
 
-    def __init__(self, implementer: str, lane: str | None) -> None:
+    def __init__(
+        self,
+        implementer: str,
+        lane: str | None,
+        brief: str | None = None,
+        args: list[str] | None = None,
+        task: str | None = None,
+    ) -> None:
         self.implementer = implementer
         self.lane = lane
+        self.brief = brief
+        self.args = args or []
+        self.task = task
 
     @property
     def label(self) -> str:
@@ -158,15 +168,18 @@ class Fanout:
 
     def _argv(self, target: Target, out_dir: str) -> list[str]:
         argv = [sys.executable, "-m", "delegate_skills.relay", target.implementer]
-        argv += ["--brief", self.brief, "--cd", self.cd, "--worktree", "--out-dir", out_dir]
+        brief = target.brief or self.brief
+        argv += ["--brief", brief, "--cd", self.cd, "--worktree", "--out-dir", out_dir]
         if target.lane:
             argv += ["--lane", target.lane]
         if self.timeout:
             argv += ["--timeout", self.timeout]
-        return argv
+        return [*argv, *target.args]
 
     def _one(self, index: int, target: Target) -> dict:
         row = {"lane": target.lane, "implementer": target.implementer, "outDir": None}
+        if target.task is not None:
+            row = {"task": target.task, **row}
         if self.interrupted is not None:
             return {**row, **_not_started("fanout was interrupted before this run started")}
         try:
@@ -288,13 +301,16 @@ def _read_only_cell(row: dict) -> str:
 
 def table(rows: list[dict]) -> str:
     """The comparison table a person reads at a terminal."""
+    tasks = any("task" in row for row in rows)
     header = ("lane", "implementer", "status", "read-only", "time", "files", "+lines", "-lines",
               "tokens")  # fmt: skip
+    header = ("task", *header) if tasks else header
     body = []
     for row in rows:
         stat = row.get("diffstat") or {}
         body.append(
             (
+                *([row.get("task") or "-"] if tasks else []),
                 row["lane"] or "-",
                 row["implementer"],
                 row["status"] or "?",
@@ -314,12 +330,17 @@ def table(rows: list[dict]) -> str:
     lines.append("")
     for row in rows:
         where = row["outDir"] or "(not started)"
-        lines.append(f"{row['lane'] or row['implementer']}: {where}")
+        lines.append(f"{row.get('task') or row['lane'] or row['implementer']}: {where}")
         if row.get("error"):
             lines.append(f"  {row['error']}")
         if row.get("readOnlyViolation") is True:
             lines.append("  a read-only run that changed files: see readOnlyChanges in its result")
     lines.append("")
+    if tasks:
+        lines.append("review each run (delegate runs diff <out-dir>), land those you keep")
+        lines.append("(delegate runs apply <out-dir>), drop the rest (delegate runs discard")
+        lines.append("<out-dir>). Nothing was committed.")
+        return "\n".join(lines)
     lines.append("compare the diffs, then land one: delegate runs apply <out-dir>;")
     lines.append("drop the others: delegate runs discard <out-dir>. Nothing was committed.")
     return "\n".join(lines)
