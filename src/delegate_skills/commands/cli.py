@@ -609,6 +609,40 @@ def runs_logs(out_dir: str, follow: bool) -> None:
         click.echo(line)
 
 
+@runs.command("watch")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, exists=True),
+    help="Only runs on this repository (e.g. --repo .).",
+)
+def runs_watch(repo: str | None) -> None:
+    """Show the runs in flight, refreshed each second, until none is running.
+
+    On a terminal a table (run, implementer, status, elapsed, last event)
+    redrawn in place, and a line with a bell when a run ends; on a pipe one
+    line per run that starts or ends.
+    """
+    from ..relay import runs as runs_module
+    from .watch import watch
+
+    top = _repo_top(repo) if repo is not None else None
+    seen: list[str] = []
+
+    def in_flight() -> list[str]:
+        for run in runs_module.list_runs(runs_module.default_roots()):
+            wanted = top is None or _in_repo(run["repository"], top)
+            if run["status"] == "running" and wanted and run["outDir"] not in seen:
+                seen.append(run["outDir"])
+        return list(seen)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    if not watch(in_flight, write=write, tty=sys.stdout.isatty()):
+        click.echo("no runs in flight")
+
+
 @runs.command("prune")
 @click.option("--dry-run", is_flag=True, help="Say what would go; remove nothing.")
 @click.option("--older-than", "older_than", metavar="AGE",
@@ -819,15 +853,25 @@ def fanout_command(
     def progress(line: str) -> None:
         click.echo(f"fanout: {line}", err=True)
 
+    live = sys.stderr.isatty()
     runner = fanout.Fanout(
-        targets, os.path.abspath(brief), workdir, jobs or len(targets), timeout, progress
-    )
-    rows = runner.run()
+        targets, os.path.abspath(brief), workdir, jobs or len(targets), timeout,
+        (lambda _line: None) if live else progress,
+    )  # fmt: skip
+    rows = _run_live(runner) if live else runner.run()
     if _wants_json(as_json):
         click.echo(jsjson.stringify({"runs": rows}, 2))
     else:
         click.echo(fanout.table(rows))
     sys.exit(fanout.exit_code(rows, runner.interrupted))
+
+
+def _run_live(runner) -> list[dict]:
+    """Run a fanout or batch with the live table of its runs on the terminal."""
+    from .watch import LiveWhile
+
+    with LiveWhile(runner.out_dirs):
+        return runner.run()
 
 
 @cli.command("batch")
@@ -853,8 +897,10 @@ def batch_command(file: str, cd: str | None, jobs: int | None, as_json: bool) ->
     def progress(line: str) -> None:
         click.echo(f"batch: {line}", err=True)
 
-    runner = fanout.Fanout(targets, "", workdir, jobs or len(targets), None, progress)
-    rows = runner.run()
+    live = sys.stderr.isatty()
+    runner = fanout.Fanout(targets, "", workdir, jobs or len(targets), None,
+                           (lambda _line: None) if live else progress)  # fmt: skip
+    rows = _run_live(runner) if live else runner.run()
     if _wants_json(as_json):
         click.echo(jsjson.stringify({"runs": rows}, 2))
     else:

@@ -129,7 +129,13 @@ class Fanout:
         self.interrupted: int | None = None
         self._lock = threading.Lock()
         self._live: dict[int, subprocess.Popen] = {}
+        self._dirs: list[str] = []
         self._stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+    def out_dirs(self) -> list[str]:
+        """The run directories made so far, in the order the runs started."""
+        with self._lock:
+            return list(self._dirs)
 
     # ------------------------------------------------------------ signals
 
@@ -192,6 +198,8 @@ class Fanout:
         except OSError as problem:
             return {**row, **_not_started(f"cannot create a run directory: {problem}")}
         row["outDir"] = out_dir
+        with self._lock:
+            self._dirs.append(out_dir)
         started = time.monotonic()
         try:
             proc = self._start(target, out_dir, log)
