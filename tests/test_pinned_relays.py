@@ -183,11 +183,12 @@ def test_sigint_to_fanout_reports_every_run_aborted_as_json_on_a_pipe(tmp_path, 
     for number, row in enumerate(rows, start=1):
         assert set(row) == {
             "lane", "implementer", "outDir", "status", "exitCode", "durationSeconds",
-            "worktree", "diffstat", "tokens", "error",
+            "worktree", "diffstat", "tokens", "error", "landing",
         }  # fmt: skip
         assert (row["lane"], row["implementer"], row["status"], row["exitCode"]) == (
             None, "codex", "aborted", 130,
         )  # fmt: skip
+        assert row["landing"] == "pending"  # its worktree is kept until landed or dropped
         assert row["tokens"] is None
         seconds = row["durationSeconds"]
         assert isinstance(seconds, float) and 0 < seconds < 120, seconds

@@ -20,11 +20,12 @@ STATE = {"id": "ab12cd34", "outDir": "/r/a", "implementer": "codex", "lane": "fe
 
 def test_the_table():
     done = {**STATE, "id": None, "lane": None, "status": "completed", "elapsedSeconds": 3723,
-            "lastEvent": ""}  # fmt: skip
+            "lastEvent": "", "tokens": 1200,
+            "changes": {"filesChanged": 2, "linesAdded": 10, "linesRemoved": 1}}  # fmt: skip
     assert table([STATE, done]) == [
-        "run       implementer      status     elapsed  last event",
-        "ab12cd34  codex (feature)  running    1:15     turn.started: reading",
-        "a         codex            completed  1:02:03",
+        "run       implementer      status     elapsed  changes    tokens  last event",
+        "ab12cd34  codex (feature)  running    1:15     -          -       turn.started: reading",
+        "a         codex            completed  1:02:03  2f +10 -1  1200",
     ]
     assert table([{**STATE, "lastEvent": "x" * 300}], width=60)[1].endswith("…")
 

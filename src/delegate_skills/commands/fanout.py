@@ -274,6 +274,7 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
         "diffstat": result.get("diffstat"),
         "tokens": tokens_of(result),
     }
+    row["landing"] = "pending" if isinstance(result.get("worktree"), dict) else None
     if "readOnlyViolation" in result:  # a read-only run: its verdict, true, false or null
         row["readOnlyViolation"] = result["readOnlyViolation"]
     if result.get("error"):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..errors import UserError
 from ..relay import runlogs, runs
+from .fanout import tokens_of
 
 BELL = "\a"
 _UP_AND_CLEAR = "\x1b[{n}F\x1b[J"
@@ -50,24 +51,36 @@ def rows(out_dirs: list[str]) -> list[dict]:
             continue
         summary = run.summary()
         summary["lastEvent"] = last_event(out_dir) if summary["status"] == "running" else ""
+        summary["tokens"] = tokens_of(run.result) if run.result else None
         found.append(summary)
     return found
 
 
+def _changed(state: dict) -> str:
+    totals = state.get("changes")
+    if not totals:
+        return "-"
+    return f"{totals['filesChanged']}f +{totals['linesAdded']} -{totals['linesRemoved']}"
+
+
 def table(states: list[dict], width: int = 120) -> list[str]:
-    header = ("run", "implementer", "status", "elapsed", "last event")
+    """The live table: what each run does now, and once it ended what it changed and cost."""
+    header = ("run", "implementer", "status", "elapsed", "changes", "tokens", "last event")
     body = []
     for state in states:
         who = state["implementer"] or "?"
         if state["lane"]:
             who += f" ({state['lane']})"
+        tokens = state.get("tokens")
         body.append((state["id"] or os.path.basename(state["outDir"]), who, state["status"],
-                     _elapsed(state["elapsedSeconds"]), state["lastEvent"]))  # fmt: skip
-    widths = [max(len(r[i]) for r in (header, *body)) for i in range(4)]
+                     _elapsed(state["elapsedSeconds"]), _changed(state),
+                     "-" if tokens is None else str(tokens), state["lastEvent"]))  # fmt: skip
+    fixed_columns = len(header) - 1
+    widths = [max(len(r[i]) for r in (header, *body)) for i in range(fixed_columns)]
     lines = []
     for cells in (header, *body):
-        fixed = "  ".join(f"{c:<{w}}" for c, w in zip(cells[:4], widths, strict=True))
-        line = f"{fixed}  {cells[4]}".rstrip()
+        fixed = "  ".join(f"{c:<{w}}" for c, w in zip(cells[:-1], widths, strict=True))
+        line = f"{fixed}  {cells[-1]}".rstrip()
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
     return lines
 
