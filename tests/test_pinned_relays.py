@@ -149,15 +149,15 @@ def test_fanout_shows_the_tokens_in_its_table_on_a_terminal(two_implementers):
     assert proc.returncode == 0
     table = shown.decode().replace("\r\n", "\n").splitlines()
     assert table[0].split() == [
-        "lane", "implementer", "status", "read-only", "time", "files", "+lines", "-lines",
-        "tokens",
+        "lane", "implementer", "status", "read-only", "check", "time", "files", "+lines",
+        "-lines", "tokens",
     ]  # fmt: skip
     rows = [row.split() for row in table[1:3]]
-    assert [row[:4] + row[5:] for row in rows] == [
-        ["-", "claude", "completed", "-", "0", "0", "0", "15"],
-        ["-", "gemini", "completed", "-", "0", "0", "0", "20"],
+    assert [row[:5] + row[6:] for row in rows] == [
+        ["-", "claude", "completed", "-", "-", "0", "0", "0", "15"],
+        ["-", "gemini", "completed", "-", "-", "0", "0", "0", "20"],
     ]
-    assert all(re.fullmatch(r"\d+s", row[4]) for row in rows), rows
+    assert all(re.fullmatch(r"\d+s", row[5]) for row in rows), rows
     assert table[-1] == "drop the others: delegate runs discard <out-dir>. Nothing was committed."
 
 

@@ -33,6 +33,14 @@ def _print_json(document, indent: int | None = 2) -> None:
 
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
+SETUP_OPTION = click.option(
+    "--setup", default=None, metavar="CMD",
+    help="Shell command run in each new worktree before the implementer.",
+)  # fmt: skip
+CHECK_OPTION = click.option(
+    "--check", default=None, metavar="CMD",
+    help="Shell command run in each worktree after the implementer (pass/fail).",
+)  # fmt: skip
 
 
 def _wants_json(as_json: bool) -> bool:
@@ -824,6 +832,10 @@ def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
     help="Runs at once (default: all of them).",
 )  # fmt: skip
 @click.option("--timeout", default=None, help="Each run's watchdog, as h/m/s (e.g. 45m).")
+@click.option("--attempts", type=click.IntRange(min=1), default=1,
+              help="Run each lane or implementer this many times.")  # fmt: skip
+@SETUP_OPTION
+@CHECK_OPTION
 @JSON_OPTION
 def fanout_command(
     brief: str,
@@ -832,6 +844,9 @@ def fanout_command(
     implementers: tuple[str, ...],
     jobs: int | None,
     timeout: str | None,
+    attempts: int,
+    setup: str | None,
+    check: str | None,
     as_json: bool,
 ) -> None:
     """Run one brief on several lanes or implementers at once, each in its own worktree.
@@ -848,7 +863,13 @@ def fanout_command(
     if timeout is not None and registry.parse_timeout_ms(timeout) is None:
         raise click.BadParameter("use an h/m/s duration such as 30m or 90s", param_hint="--timeout")
     workdir = _cwd(cd)
-    targets = fanout.plan(workdir, list(lanes), list(implementers))
+    planned = fanout.plan(workdir, list(lanes), list(implementers))
+    hooks = _hook_args(setup, check)
+    targets = [
+        fanout.Target(t.implementer, t.lane, args=hooks, task=f"#{n + 1}" if attempts > 1 else None)
+        for t in planned
+        for n in range(attempts)
+    ]
 
     def progress(line: str) -> None:
         click.echo(f"fanout: {line}", err=True)
@@ -866,6 +887,17 @@ def fanout_command(
     sys.exit(fanout.exit_code(rows, runner.interrupted))
 
 
+def _hook_args(setup: str | None, check: str | None) -> list[str]:
+    """Relay flags for --setup and --check."""
+    args = []
+    for flag, command in (("--setup", setup), ("--check", check)):
+        if command is not None:
+            if not command.strip():
+                raise click.BadParameter("needs a command", param_hint=flag)
+            args += [flag, command]
+    return args
+
+
 def _run_live(runner) -> list[dict]:
     """Run a fanout or batch with the live table of its runs on the terminal."""
     from .watch import LiveWhile
@@ -879,8 +911,13 @@ def _run_live(runner) -> list[dict]:
 @click.option("--cd", type=click.Path(file_okay=False, exists=True),
               help="The repository to run in (default: the current directory).")  # fmt: skip
 @click.option("--jobs", type=click.IntRange(min=1), help="Runs at once (default: all).")
+@SETUP_OPTION
+@CHECK_OPTION
 @JSON_OPTION
-def batch_command(file: str, cd: str | None, jobs: int | None, as_json: bool) -> None:
+def batch_command(
+    file: str, cd: str | None, jobs: int | None, setup: str | None, check: str | None,
+    as_json: bool,
+) -> None:  # fmt: skip
     """Run a list of tasks (each its own brief, lane or implementer) in parallel worktrees.
 
     FILE is JSON: {"tasks": [{"brief": "a.md", "lane": "feature"}, {"brief":
@@ -893,6 +930,9 @@ def batch_command(file: str, cd: str | None, jobs: int | None, as_json: bool) ->
 
     workdir = _cwd(cd)
     targets = batch.load(file, workdir)
+    hooks = _hook_args(setup, check)
+    for target in targets:
+        target.args = [*hooks, *target.args]
 
     def progress(line: str) -> None:
         click.echo(f"batch: {line}", err=True)

@@ -275,6 +275,8 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
         "tokens": tokens_of(result),
     }
     row["landing"] = "pending" if isinstance(result.get("worktree"), dict) else None
+    if isinstance(result.get("check"), dict):
+        row["check"] = result["check"]
     if "readOnlyViolation" in result:  # a read-only run: its verdict, true, false or null
         row["readOnlyViolation"] = result["readOnlyViolation"]
     if result.get("error"):
@@ -301,6 +303,14 @@ def exit_code(rows: list[dict], interrupted: int | None) -> int:
     return 0 if clean else 1
 
 
+def _check_cell(row: dict) -> str:
+    """The table's check column: pass, FAIL, or "-" without a --check."""
+    check = row.get("check")
+    if not isinstance(check, dict):
+        return "-"
+    return "pass" if check.get("exitCode") == 0 else "FAIL"
+
+
 def _read_only_cell(row: dict) -> str:
     """The table's read-only column: "-" for a write run, else the run's verdict."""
     if "readOnlyViolation" not in row:
@@ -311,8 +321,8 @@ def _read_only_cell(row: dict) -> str:
 def table(rows: list[dict]) -> str:
     """The comparison table a person reads at a terminal."""
     tasks = any("task" in row for row in rows)
-    header = ("lane", "implementer", "status", "read-only", "time", "files", "+lines", "-lines",
-              "tokens")  # fmt: skip
+    header = ("lane", "implementer", "status", "read-only", "check", "time", "files", "+lines",
+              "-lines", "tokens")  # fmt: skip
     header = ("task", *header) if tasks else header
     body = []
     for row in rows:
@@ -324,6 +334,7 @@ def table(rows: list[dict]) -> str:
                 row["implementer"],
                 row["status"] or "?",
                 _read_only_cell(row),
+                _check_cell(row),
                 f"{row['durationSeconds']:.0f}s",
                 _shown(stat.get("filesChanged")),
                 _shown(stat.get("linesAdded")),

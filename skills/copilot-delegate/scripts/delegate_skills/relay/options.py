@@ -133,6 +133,23 @@ TAIL_FLAGS = (
         "run id. The two runs are linked (previousRun).",
         flagged=False,
     ),
+    value_flag(
+        "--setup",
+        "setup",
+        "<cmd>",
+        "With --worktree: a shell command run in the new worktree before the implementer "
+        "(copy .env, npm ci); its output in setup.log. A failing setup ends the run as "
+        "failed and keeps the worktree.",
+        flagged=False,
+    ),
+    value_flag(
+        "--check",
+        "check",
+        "<cmd>",
+        "A shell command run where the implementer worked once it has finished (pytest -q); "
+        "the result gains check {command, exitCode, seconds, tail}, its output check.log.",
+        flagged=False,
+    ),
     switch_flag(
         "--skip-preflight",
         "skipPreflight",

@@ -29,7 +29,7 @@ from . import record, runs
 #: Files a relay may write in a run directory, whatever the implementer.
 _RELAY_FILES = {
     runs.RUN_FILE, runs.RESULT_FILE, "final.txt", "changes.patch", "relay-stderr.txt",
-    ".result-space", "stderr.txt", "brief.txt", "events.jsonl",
+    ".result-space", "stderr.txt", "brief.txt", "events.jsonl", "setup.log", "check.log",
 }  # fmt: skip
 
 

@@ -184,6 +184,8 @@ class Relay:
             "continueRun": None,
             "dryRun": False,
             "skipPreflight": False,
+            "setup": None,
+            "check": None,
         }
         if adapter.has_model_flag:
             opts["model"] = None
@@ -222,6 +224,13 @@ class Relay:
         adapter.validate(opts)
         if opts["lane"]:
             self._hold_read_only_lane(opts, table)
+        if opts["setup"] is not None and not opts["worktree"]:
+            raise Usage("--setup runs in the run's new worktree; add --worktree")
+        if opts["check"] is not None and adapter.read_only(opts):
+            raise Usage("--check runs a command that may write; a read-only run takes none")
+        for flag in ("setup", "check"):
+            if opts[flag] is not None and not opts[flag].strip():
+                raise Usage(f"--{flag} needs a command")
         check_flag_tokens(table, opts)
         check_directory(opts["cd"])
         if opts["outDir"] and os.path.exists(opts["outDir"]) and not os.path.isdir(opts["outDir"]):
@@ -452,6 +461,10 @@ class Relay:
         if self.signals.received:
             return self._aborted_before_dispatch(during="before the launch")
         linux.become_subreaper()
+        if opts["setup"] is not None:
+            outcome = self._setup()
+            if outcome is not None:
+                return outcome
         self._begin_changes()
         env = adapter.child_env(opts)
         if self.record is not None:
@@ -470,6 +483,43 @@ class Relay:
         if outcome is not None:
             return outcome
         return self._supervise(launcher, env, brief)
+
+    def _setup(self) -> int | None:
+        """Run --setup in the new worktree; an exit code when the run must stop here."""
+        from .hooks import SETUP_LOG, run_shell
+
+        command, log = self.opts["setup"], self.run.file(SETUP_LOG)
+        _say(f"setup: {command}")
+        self.setup_outcome = run_shell(command, self.opts["cd"], log, self._stopping)
+        if self.signals.received:
+            return self._aborted_before_dispatch(during="during --setup")
+        code = self.setup_outcome["exitCode"]
+        if code == 0:
+            return None
+        tree = self.worktree.path if self.worktree is not None else self.opts["cd"]
+        problem = (
+            f"--setup {command!r} exited {code}; its output is in {log}; "
+            f"the worktree is kept for inspection at {tree}"
+        )
+        self._finish("failed", 1, None, tail=self.setup_outcome["tail"], error=problem, final="")
+        return 1
+
+    def _stopping(self) -> bool:
+        return bool(self.signals.received)
+
+    def _check_after(self, result: dict) -> None:
+        """Run --check where the implementer worked, once its change is recorded."""
+        from .hooks import CHECK_LOG, run_shell
+
+        command = self.opts.get("check")
+        if command is None or result["status"] != "completed" or not self.settled:
+            return
+        if getattr(self, "check_outcome", None) is None:
+            _say(f"check: {command}")
+            self.check_outcome = run_shell(
+                command, self.opts["cd"], self.run.file(CHECK_LOG), self._stopping
+            )
+        result["check"] = self.check_outcome
 
     def _make_record(self, out_dir: str, started: str) -> None:
         """The run's private record (record.py); a run goes on without one, unrecorded."""
@@ -978,6 +1028,9 @@ class Relay:
                 except OSError:
                     pass
         result = self.result(status, exit_code, signal_, final, tail, error)
+        if getattr(self, "setup_outcome", None) is not None:
+            result["setup"] = self.setup_outcome
+        self._check_after(result)
         self._remember_session(result, final)
         try:
             run.write_result(result)
@@ -989,6 +1042,7 @@ class Relay:
         if not self.summary_printed:
             self.summary_printed = True
             extra = adapter.summary_lines(self.opts, self.state, result)
+            extra = [*extra, *_hook_lines(result)]
             text = summary(adapter, result, extra, run.result_path)
             try:
                 sys.stdout.write(text)
@@ -1114,6 +1168,8 @@ class Relay:
             RESERVE,
             PATCH_NAME,
             "relay-stderr.txt",
+            "setup.log",
+            "check.log",
         }
         names.update(name for name in (adapter.events_name, STDERR_NAME) if name)
         names.update(self._fresh_names)
@@ -1190,6 +1246,19 @@ def grace_s(variable: str, default: float) -> float:
     except ValueError:
         return default
     return value if 0 <= value <= 3600 else default
+
+
+def _hook_lines(result: dict) -> list[str]:
+    """The summary's lines for --setup and --check."""
+    lines = []
+    for name in ("setup", "check"):
+        outcome = result.get(name)
+        if isinstance(outcome, dict):
+            code = outcome["exitCode"]
+            verdict = "passed" if code == 0 else ("stopped" if code is None else "FAILED")
+            lines.append(f"{name}: {outcome['command']} {verdict} (exit {code}, "
+                         f"{outcome['seconds']:.1f}s)")  # fmt: skip
+    return lines
 
 
 def read_brief(path: str | None) -> str:
