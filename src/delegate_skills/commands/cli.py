@@ -651,6 +651,61 @@ def runs_watch(repo: str | None) -> None:
         click.echo("no runs in flight")
 
 
+@runs.command("compare")
+@click.argument("refs", nargs=-1, required=True, metavar="RUN...")
+@JSON_OPTION
+def runs_compare(refs: tuple[str, ...], as_json: bool) -> None:
+    """Runs side by side to pick one: what each changed, check, review verdict, tokens, time.
+
+    The review verdict is the latest `delegate review` of that run.
+    """
+    from ..relay import runs as runs_module
+    from .fanout import tokens_of
+
+    reviews: dict[str, str | None] = {}
+    for listed in sorted(runs_module.list_runs(runs_module.default_roots()),
+                         key=lambda r: r["startedAt"] or ""):  # fmt: skip
+        result = runs_module.Run(listed["outDir"]).result or {}
+        if isinstance(result.get("review"), dict) and isinstance(result.get("reviewOf"), str):
+            reviews[result["reviewOf"]] = result["review"].get("verdict")
+    rows = []
+    for ref in refs:
+        run = runs_module.show(ref)
+        summary, result = run.summary(), run.result or {}
+        check = result.get("check") if isinstance(result.get("check"), dict) else None
+        name = summary["id"] or summary["outDir"]
+        rows.append({
+            "id": summary["id"], "outDir": summary["outDir"],
+            "implementer": summary["implementer"], "lane": summary["lane"],
+            "status": summary["status"], "changes": summary["changes"],
+            "check": None if check is None else check.get("exitCode"),
+            "review": reviews.get(name) if name in reviews else reviews.get(summary["outDir"]),
+            "tokens": tokens_of(result), "seconds": summary["elapsedSeconds"],
+        })  # fmt: skip
+    _emit({"runs": rows}, as_json, compare_text)
+
+
+def compare_text(report: dict) -> str:
+    header = ("run", "implementer", "status", "files", "+lines", "-lines", "check", "review",
+              "tokens", "time")  # fmt: skip
+    body = []
+    for row in report["runs"]:
+        totals = row["changes"] or {}
+        check = "-" if row["check"] is None else ("pass" if row["check"] == 0 else "FAIL")
+        seconds = "-" if row["seconds"] is None else f"{row['seconds']:.0f}s"
+        body.append(tuple(str(cell) for cell in (
+            row["id"] or row["outDir"], row["implementer"] or "?", row["status"],
+            totals.get("filesChanged", "-"), totals.get("linesAdded", "-"),
+            totals.get("linesRemoved", "-"), check, row["review"] or "-",
+            "-" if row["tokens"] is None else row["tokens"], seconds,
+        )))  # fmt: skip
+    widths = [max(len(r[i]) for r in (header, *body)) for i in range(len(header))]
+    lines = ["  ".join(f"{c:<{w}}" for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in (header, *body)]  # fmt: skip
+    lines.append("land the one you keep: delegate runs apply <run>; then delegate runs prune")
+    return "\n".join(lines)
+
+
 @runs.command("prune")
 @click.option("--dry-run", is_flag=True, help="Say what would go; remove nothing.")
 @click.option("--older-than", "older_than", metavar="AGE",
@@ -896,6 +951,59 @@ def _hook_args(setup: str | None, check: str | None) -> list[str]:
                 raise click.BadParameter("needs a command", param_hint=flag)
             args += [flag, command]
     return args
+
+
+@cli.command("review")
+@click.argument("run", metavar="RUN", required=False)
+@click.option("--last", is_flag=True, help="Review the run started last on this machine.")
+@click.option("--lane", default=None, help="The reviewer: through this fleet lane.")
+@click.option("--implementer", default=None, help="The reviewer: this implementer.")
+@click.option("--allow-self", is_flag=True, help="Let an implementer review its own run.")
+@click.option("--out-dir", default=None, type=click.Path(file_okay=False),
+              help="The review run's directory (default: new, under the run root).")  # fmt: skip
+@click.option("--timeout", default=None, help="The review run's watchdog, as h/m/s.")
+@JSON_OPTION
+def review_command(
+    run: str | None, last: bool, lane: str | None, implementer: str | None, allow_self: bool,
+    out_dir: str | None, timeout: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Have another implementer review what RUN changed, read-only, for a verdict.
+
+    The reviewer gets RUN's brief and patch and answers with a verdict
+    (approve or request-changes) and findings; its result.json gains `review`
+    ({verdict, findings, raw}; verdict null when the answer has no valid
+    block). A run is not reviewed by its own implementer unless --allow-self.
+    Exit: the review run's exit code; 2 on a usage error.
+    """
+    from ..relay.rundir import default_root, ensure_private_root
+    from ..relay.runs import LAST
+    from . import review
+
+    if last == (run is not None):
+        raise click.UsageError("name one run: RUN (a directory or run id) or --last")
+    if timeout is not None and registry.parse_timeout_ms(timeout) is None:
+        raise click.BadParameter("use an h/m/s duration such as 30m", param_hint="--timeout")
+    if out_dir is None:
+        root = default_root()
+        ensure_private_root(root)
+        out_dir = os.path.join(root, f"review-{os.urandom(4).hex()}")
+    code, result = review.review(LAST if last else run, os.path.abspath(out_dir), lane,
+                                 implementer, allow_self, timeout)  # fmt: skip
+    _emit(result, as_json, review_text)
+    sys.exit(code)
+
+
+def review_text(result: dict) -> str:
+    verdict = result["review"]["verdict"]
+    lines = [f"review of {result['reviewOf']} by {result.get('tool') or '?'}: "
+             f"{verdict or 'no verdict (the answer had no valid block; see raw)'}"]  # fmt: skip
+    for finding in result["review"]["findings"]:
+        where = finding["file"] or "?"
+        if finding["line"] is not None:
+            where += f":{finding['line']}"
+        lines.append(f"  [{finding['severity'] or '?'}] {where}: {finding['text']}")
+    lines.append(f"review run: {os.path.dirname(result.get('briefPath') or '') or '?'}")
+    return "\n".join(lines)
 
 
 def _run_live(runner) -> list[dict]:
