@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 TOOLS = {
     "discover", "config_load", "config_validate", "lane_list", "lane_resolve", "doctor",
     "dispatch", "fanout", "runs_list", "runs_show", "runs_diff", "runs_wait", "runs_cancel",
+    "review",
 }  # fmt: skip
 
 
@@ -193,8 +194,8 @@ def test_fanout_is_a_tool_and_landing_a_run_is_not(world):
     # Written out: `delegate runs apply|discard` stay at the command line.
     assert sorted(tool.name for tool in tools) == [
         "config_load", "config_validate", "discover", "dispatch", "doctor", "fanout",
-        "lane_list", "lane_resolve", "runs_cancel", "runs_diff", "runs_list", "runs_show",
-        "runs_wait",
+        "lane_list", "lane_resolve", "review", "runs_cancel", "runs_diff", "runs_list",
+        "runs_show", "runs_wait",
     ]  # fmt: skip
     schemas = {tool.name: tool.input_schema for tool in tools}
     assert schemas["fanout"]["required"] == ["cd"]  # and brief or briefFile
@@ -453,4 +454,4 @@ def test_every_tool_parameter_is_described(world):
         if not schema.get("description")
     ]
     assert undescribed == []
-    assert len(tools) == 13
+    assert len(tools) == 14

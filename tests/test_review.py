@@ -122,3 +122,29 @@ def test_compare_shows_each_runs_change_check_and_review(reviewed, tmp_path):
     assert lines[1].split()[:8] == [original["relayRunId"], "codex", "completed", "2", "3", "0",
                                     "-", "request-changes"]  # fmt: skip
     assert lines[2].split()[6:8] == ["FAIL", "-"]
+
+
+def test_fanout_review_by_reviews_every_completed_run(reviewed, tmp_path):
+    from conftest import fleet_doc, write_json
+
+    source, claude, _original = reviewed
+    doc = write_json(tmp_path / "lanes.json", fleet_doc({"critic": {"implementer": "claude"}}))
+    assert delegate("config", "write", "--scope", "project", "--cwd", str(source.repo), str(doc),
+                    env=source.env).code == 0  # fmt: skip
+    claude.script({"run": {"actions": [{"stdout": _claude_says(VALID)}]}})
+    source.bench.script(BRIEF_EDIT)
+    done = delegate("fanout", "--brief", str(source.bench.brief), "--cd", str(source.repo),
+                    "--implementer", "codex", "--attempts", "2", "--review-by", "critic",
+                    "--json", env=source.env)  # fmt: skip
+    assert done.code == 0, done.err
+    rows = json.loads(done.out)["runs"]
+    assert [(r["task"], r["status"], r["review"]) for r in rows] == [
+        ("#1", "completed", "request-changes"),
+        ("#2", "completed", "request-changes"),
+    ]
+    for row in rows:
+        review = json.loads(Path(row["reviewRun"], "result.json").read_text())
+        assert (
+            review["reviewOf"]
+            == json.loads(Path(row["outDir"], "result.json").read_text())["relayRunId"]
+        )

@@ -891,6 +891,8 @@ def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
               help="Run each lane or implementer this many times.")  # fmt: skip
 @SETUP_OPTION
 @CHECK_OPTION
+@click.option("--review-by", "review_by", default=None, metavar="LANE",
+              help="Have this lane's implementer review every completed run.")  # fmt: skip
 @JSON_OPTION
 def fanout_command(
     brief: str,
@@ -902,6 +904,7 @@ def fanout_command(
     attempts: int,
     setup: str | None,
     check: str | None,
+    review_by: str | None,
     as_json: bool,
 ) -> None:
     """Run one brief on several lanes or implementers at once, each in its own worktree.
@@ -935,6 +938,8 @@ def fanout_command(
         (lambda _line: None) if live else progress,
     )  # fmt: skip
     rows = _run_live(runner) if live else runner.run()
+    if review_by is not None and runner.interrupted is None:
+        _review_rows(rows, review_by, progress)
     if _wants_json(as_json):
         click.echo(jsjson.stringify({"runs": rows}, 2))
     else:
@@ -1054,6 +1059,24 @@ def batch_command(
     else:
         click.echo(fanout.table(rows))
     sys.exit(fanout.exit_code(rows, runner.interrupted))
+
+
+def _review_rows(rows: list[dict], lane: str, progress) -> None:
+    """Review every completed run through `lane`; each row gains review (verdict) and reviewRun."""
+    from ..relay.rundir import default_root
+    from . import review
+
+    for row in rows:
+        if row["status"] != "completed" or not row["outDir"]:
+            continue
+        out = os.path.join(default_root(), f"review-{os.urandom(4).hex()}")
+        try:
+            _code, result = review.review(row["outDir"], out, lane=lane)
+        except UserError as problem:
+            row.update(review=None, reviewRun=None, reviewError=str(problem))
+            continue
+        row.update(review=result["review"]["verdict"], reviewRun=out)
+        progress(f"reviewed {row['outDir']}: {row['review']}")
 
 
 # ---------------------------------------------------------------- mcp

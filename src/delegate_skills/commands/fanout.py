@@ -321,9 +321,11 @@ def _read_only_cell(row: dict) -> str:
 def table(rows: list[dict]) -> str:
     """The comparison table a person reads at a terminal."""
     tasks = any("task" in row for row in rows)
+    reviewed = any("review" in row for row in rows)
     header = ("lane", "implementer", "status", "read-only", "check", "time", "files", "+lines",
               "-lines", "tokens")  # fmt: skip
     header = ("task", *header) if tasks else header
+    header = (*header, "review") if reviewed else header
     body = []
     for row in rows:
         stat = row.get("diffstat") or {}
@@ -340,6 +342,7 @@ def table(rows: list[dict]) -> str:
                 _shown(stat.get("linesAdded")),
                 _shown(stat.get("linesRemoved")),
                 _shown(row.get("tokens")),
+                *([row.get("review") or "-"] if reviewed else []),
             )
         )
     widths = [max(len(str(r[i])) for r in (header, *body)) for i in range(len(header))]

@@ -447,6 +447,27 @@ def build_server():
         return call("runs", "wait", "--json", *extra, *operand(outDir), ok_codes=None)
 
     @server.tool()
+    def review(
+        outDir: OutDir,
+        implementer: Annotated[
+            str | None, Field(description="The reviewer: this implementer (or give lane).")
+        ] = None,
+        lane: Annotated[str | None, Field(description="The reviewer: this fleet lane.")] = None,
+        allowSelf: Annotated[
+            bool, Field(description="Let an implementer review its own run.")
+        ] = False,
+    ) -> str:
+        """Another implementer's read-only review of a run (`delegate review --json`).
+
+        Blocks until the review run ends; returns its result, whose `review`
+        holds the verdict (approve | request-changes | null) and findings.
+        """
+        args = [f"--implementer={implementer}"] if implementer else []
+        args += [f"--lane={lane}"] if lane else []
+        args += ["--allow-self"] if allowSelf else []
+        return call("review", "--json", *args, *operand(outDir), ok_codes=None)
+
+    @server.tool()
     def runs_cancel(outDir: OutDir) -> str:
         """End a running run as Ctrl-C would (`delegate runs cancel --json`).
 
@@ -473,6 +494,7 @@ TOOL_COMMANDS = {
     "runs_diff": "delegate runs diff",
     "runs_wait": "delegate runs wait --json",
     "runs_cancel": "delegate runs cancel --json",
+    "review": "delegate review --json",
 }
 
 

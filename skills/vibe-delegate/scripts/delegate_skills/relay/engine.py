@@ -198,8 +198,9 @@ class Relay:
         if opts["continueRun"]:
             self._continue_from(opts)
         # Lanes come from where the user dispatches: with --worktree, the source,
-        # whose config and approval count whether or not the config is committed.
-        self._lane_cwd = opts["cd"]
+        # whose config and approval count whether or not the config is committed;
+        # a run in one of our worktrees (--continue, a review) takes its source's.
+        self._lane_cwd = _lane_home(opts["cd"])
         if opts["outDir"] and not opts["dryRun"] and os.path.isdir(opts["outDir"]):
             from .landing import unlanded_reason
 
@@ -1246,6 +1247,21 @@ def grace_s(variable: str, default: float) -> float:
     except ValueError:
         return default
     return value if 0 <= value <= 3600 else default
+
+
+def _lane_home(cd: str) -> str:
+    """Where a run's lanes are read: `cd`, or for a folder in one of our worktrees its source."""
+    from .worktree import worktrees_root
+
+    root = os.path.realpath(worktrees_root())
+    real = os.path.realpath(cd)
+    if not real.startswith(root + os.sep):
+        return cd
+    from ..gitmeta import git_outcome
+
+    common = git_outcome(cd, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    source = os.path.dirname(os.fsdecode(common.out.strip())) if common.ok else ""
+    return source if os.path.isdir(source) else cd
 
 
 def _hook_lines(result: dict) -> list[str]:
