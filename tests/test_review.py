@@ -12,7 +12,7 @@ from fakes import Fake
 from relaykit import DETECT_ONLY
 from test_worktree import BRIEF_EDIT, Source
 
-from delegate_skills.commands.review import parse_verdict
+from delegate_skills.relay.review import parse_verdict
 
 VALID = (
     "Looks mostly right.\n```json\n"
@@ -148,3 +148,29 @@ def test_fanout_review_by_reviews_every_completed_run(reviewed, tmp_path):
             review["reviewOf"]
             == json.loads(Path(row["outDir"], "result.json").read_text())["relayRunId"]
         )
+
+
+def test_runs_py_reviews_with_the_reviewers_folder_beside_it(reviewed, tmp_path):
+    import shutil
+
+    from conftest import PYTHON, ROOT, run
+
+    source, claude, original = reviewed
+    skills = tmp_path / "agent-skills"
+    shutil.copytree(ROOT / "skills" / "codex-delegate", skills / "codex-delegate")
+    runs_py = str(skills / "codex-delegate" / "scripts" / "runs.py")
+    ref = original["relayRunId"]
+    alone = run([PYTHON, "-I", "-S", runs_py, "review", ref, "--implementer", "claude"],
+                env=source.env)  # fmt: skip
+    assert alone.code == 2, alone
+    assert alone.err == (
+        f"runs.py: review by claude needs the claude-delegate skill folder beside this one "
+        f"({skills / 'claude-delegate'}); install it, or use delegate review\n"
+    )
+    shutil.copytree(ROOT / "skills" / "claude-delegate", skills / "claude-delegate")
+    claude.script({"run": {"actions": [{"stdout": _claude_says(VALID)}]}})
+    done = run([PYTHON, "-I", "-S", runs_py, "review", ref, "--implementer", "claude"],
+               env=source.env)  # fmt: skip
+    assert done.code == 0, done
+    result = json.loads(done.out)
+    assert (result["reviewOf"], result["review"]["verdict"]) == (ref, "request-changes")

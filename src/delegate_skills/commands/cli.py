@@ -980,9 +980,9 @@ def review_command(
     block). A run is not reviewed by its own implementer unless --allow-self.
     Exit: the review run's exit code; 2 on a usage error.
     """
+    from ..relay import review
     from ..relay.rundir import default_root, ensure_private_root
     from ..relay.runs import LAST
-    from . import review
 
     if last == (run is not None):
         raise click.UsageError("name one run: RUN (a directory or run id) or --last")
@@ -1063,8 +1063,8 @@ def batch_command(
 
 def _review_rows(rows: list[dict], lane: str, progress) -> None:
     """Review every completed run through `lane`; each row gains review (verdict) and reviewRun."""
+    from ..relay import review
     from ..relay.rundir import default_root
-    from . import review
 
     for row in rows:
         if row["status"] != "completed" or not row["outDir"]:

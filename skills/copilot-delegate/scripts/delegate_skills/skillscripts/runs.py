@@ -1,4 +1,4 @@
-"""`python3 runs.py list|show|wait|cancel|logs|diff|undo|apply|discard|prune`: follow and land runs.
+"""`python3 runs.py <command>`: follow, land, review and prune runs.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -26,6 +26,7 @@ Usage:
   python3 runs.py apply <out-dir>
   python3 runs.py discard <out-dir> [--force]
   python3 runs.py prune [--dry-run] [--older-than <age>] [--force]
+  python3 runs.py review <out-dir> (--implementer <key> | --lane <name>) [--allow-self]
   python3 runs.py --help
 
 <out-dir> is the run's directory, or its run id (the start line and
@@ -57,6 +58,10 @@ prune  remove run directories, worktrees and branches that hold no unlanded
        change; worktrees no run names that hold nothing); a worktree run with
        unlanded work is listed and kept unless --force; --older-than 7d|12h
        spares younger runs; --dry-run removes nothing
+review another implementer reviews that run read-only (its brief and patch)
+       and answers with a verdict: approve, request-changes, or null; needs the
+       reviewer's <key>-delegate skill folder beside this one. A run is not
+       reviewed by its own implementer unless --allow-self
 
 Everything but diff and logs is printed as JSON on stdout.
 """
@@ -134,6 +139,54 @@ def _land(command: str, args: list[str]) -> int:
     return 0
 
 
+def _review(args: list[str]) -> int:
+    """Review with the reviewer's own skill folder, installed beside this one."""
+    import os
+
+    from ..relay import review
+    from ..relay.rundir import default_root, ensure_private_root
+
+    allow_self = "--allow-self" in args
+    args = [a for a in args if a != "--allow-self"]
+    lanes, args = _take_value_keep(args, "--lane")
+    keys, operands = _take_value(args, "--implementer")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))
+
+    def sibling(key: str) -> list[str]:
+        folder = os.path.join(os.path.dirname(here), f"{key}-delegate")
+        script = os.path.join(folder, "scripts", "relay.py")
+        if not os.path.isfile(script):
+            raise fail(
+                SCRIPT,
+                f"review by {key} needs the {key}-delegate skill folder "
+                f"beside this one ({folder}); install it, or use delegate review",
+            )
+        return [sys.executable, script]
+
+    root = default_root()
+    ensure_private_root(root)
+    out_dir = os.path.join(root, f"review-{os.urandom(4).hex()}")
+    code, result = review.review(
+        _one_dir("review", operands), out_dir, lane=lanes[-1] if lanes else None,
+        implementer=keys[-1] if keys else None, allow_self=allow_self, relay_for=sibling,
+    )  # fmt: skip
+    _emit(result)
+    return code
+
+
+def _take_value_keep(args: list[str], flag: str) -> tuple[list[str], list[str]]:
+    """(values of every `flag <value>`, every other argument as it was)."""
+    values, rest, i = [], [], 0
+    while i < len(args):
+        if args[i] == flag and i + 1 < len(args):
+            values.append(args[i + 1])
+            i += 2
+            continue
+        rest.append(args[i])
+        i += 1
+    return values, rest
+
+
 def _prune(args: list[str]) -> int:
     from ..relay import prune
 
@@ -189,6 +242,8 @@ def _run(argv: list[str]) -> int:
         return 0
     if command == "prune":
         return _prune(args)
+    if command == "review":
+        return _review(args)
     if command == "cancel":
         _, operands = _take_value(args, None)
         _emit(runs.cancel(_one_dir("cancel", operands)))

@@ -20,7 +20,7 @@ import sys
 
 from .. import registry
 from ..errors import UserError
-from ..relay import rundiff, runs
+from . import rundiff, runs
 
 VERDICTS = ("approve", "request-changes")
 SEVERITIES = ("high", "medium", "low")
@@ -113,6 +113,11 @@ def _brief(run: runs.Run) -> str:
     return ASK.format(brief=brief.strip(), patch=patch.strip() or "(no change)")
 
 
+def installed_relay(key: str) -> list[str]:
+    """How the installed package runs implementer `key`'s relay."""
+    return [sys.executable, "-m", "delegate_skills.relay", key]
+
+
 def review(
     ref: str,
     out_dir: str,
@@ -120,12 +125,18 @@ def review(
     implementer: str | None = None,
     allow_self: bool = False,
     timeout: str | None = None,
+    relay_for=installed_relay,
 ) -> tuple[int, dict]:
-    """Run the review; (the relay's exit code, its result with `review`). Raises UserError."""
+    """Run the review; (the relay's exit code, its result with `review`). Raises UserError.
+
+    `relay_for(key)` is the command line that runs implementer `key`'s relay
+    (a skill folder runs the reviewer's folder beside it).
+    """
     run = runs.show(ref)
     if run.status in ("running", "orphaned"):
         raise UserError(f"{ref}: the run is still {run.status}; review it once it has ended")
     key, lane = _reviewer(run, lane, implementer, allow_self)
+    relay = relay_for(key)
     tree = run.worktree or {}
     cd = tree.get("path") if isinstance(tree.get("path"), str) else None
     if cd is None or not os.path.isdir(cd):
@@ -136,8 +147,7 @@ def review(
     brief_file = os.path.join(out_dir, "review-brief.md")
     with open(brief_file, "w", encoding="utf-8") as handle:
         handle.write(_brief(run))
-    argv = [sys.executable, "-m", "delegate_skills.relay", key, "--read-only", "--cd", cd,
-            "--brief", brief_file, "--out-dir", out_dir]  # fmt: skip
+    argv = [*relay, "--read-only", "--cd", cd, "--brief", brief_file, "--out-dir", out_dir]
     if lane:
         argv += ["--lane", lane]
     if timeout:
