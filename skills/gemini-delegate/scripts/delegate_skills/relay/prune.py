@@ -30,6 +30,7 @@ from . import record, runs
 _RELAY_FILES = {
     runs.RUN_FILE, runs.RESULT_FILE, "final.txt", "changes.patch", "relay-stderr.txt",
     ".result-space", "stderr.txt", "brief.txt", "events.jsonl", "setup.log", "check.log",
+    "review-brief.md",
 }  # fmt: skip
 
 
