@@ -140,3 +140,34 @@ def test_apply_never_overwrites_a_local_edit_hidden_behind_assume_unchanged(sour
     assert done.returncode == 2, done
     assert "conflict with the run's in a.txt; nothing was changed" in done.stderr
     assert (source.repo / "a.txt").read_text() == "my own edit\n"
+
+
+def test_an_edit_made_while_apply_runs_is_never_overwritten(source, tmp_path):
+    """The source changes between apply's reading and its writing: git refuses, nothing is put back.
+
+    A git shim edits a.txt just before the first `read-tree -m -u` (the dry run):
+    the refusal must leave the user's edit alone, not "restore" a.txt over it.
+    """
+    source.run([{"append": ["a.txt", "run\n"]}])
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    real = shutil.which("git")
+    once = tmp_path / "edited"
+    (shim / "git").write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" read-tree -m -u "*)\n'
+        f'  if [ ! -e "{once}" ]; then : > "{once}"; '
+        f'echo "edited meanwhile" > "{source.repo / "a.txt"}"; fi;;\n'
+        "esac\n"
+        f'exec {real} "$@"\n'
+    )
+    (shim / "git").chmod(0o755)
+    env = {**source.env, "PATH": f"{shim}:{source.env['PATH']}"}
+    done = subprocess.run(
+        [PYTHON, "-m", "delegate_skills.commands.cli", "runs", "apply", str(source.out)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert once.exists()
+    assert (source.repo / "a.txt").read_text() == "edited meanwhile\n"
+    assert done.returncode == 2, done
+    assert done.stderr.endswith("; nothing was changed\n"), done.stderr

@@ -58,6 +58,7 @@ def repo(tmp_path, home) -> Repo:
 
 def test_undo_refuses_an_edit_since_the_run_hidden_behind_assume_unchanged(repo):
     out = repo.run([{"write": ["app.py", FIX]}])
+    git(repo.work, "add", "app.py")  # the index holds the run's version now
     git(repo.work, "update-index", "--assume-unchanged", "app.py")
     (repo.work / "app.py").write_text("my own edit, after the run\n")
     done = repo.delegate("runs", "undo", str(out))

@@ -44,7 +44,7 @@ import tempfile
 from ..errors import UserError
 from ..gitmeta import BoundGit, git_outcome, repo_paths
 from . import runs
-from .snapshot import SnapshotError, Snapshotter, hidden_entries
+from .snapshot import SnapshotError, Snapshotter, clear_flags, hidden_entries
 from .worktree import BRANCH_PREFIX, read_gitfile
 
 FIELDS = ("path", "branch", "base", "source")
@@ -303,10 +303,7 @@ def _seed(git: BoundGit, env: dict, touched: list[str]) -> set[str]:
     hidden = set(hidden_entries(git, env) or [])
     wanted = [p for p in (os.fsencode(t) for t in touched) if p in hidden]
     if wanted:
-        git.run(
-            "update-index", "--no-assume-unchanged", "--no-skip-worktree", "-z", "--stdin",
-            env=env, input=b"".join(p + b"\0" for p in wanted),
-        )  # fmt: skip
+        clear_flags(git, wanted, env)
     present = [path for path in touched if path in tracked]
     if present:
         added = git.run(

@@ -119,7 +119,8 @@ class Snapshotter:
             raise SnapshotError(f"git add could not read the work tree: {added.reason()}")
         if added.code == 1:
             self.incomplete = added.reason().removeprefix("error: ")
-        wrote = git.run("write-tree", timeout=_SNAPSHOT_TIMEOUT_S, plain=True)
+        # Not plain: writing the index re-reads racily clean files through their filters.
+        wrote = git.run("write-tree", timeout=_SNAPSHOT_TIMEOUT_S)
         if not wrote.ok:
             raise SnapshotError(f"git write-tree failed: {wrote.reason()}")
         return wrote.out.decode("ascii", "replace").strip()
@@ -146,10 +147,7 @@ class Snapshotter:
         if flagged is None:
             raise SnapshotError("git could not list the index")
         if flagged:
-            cleared = git.run(
-                "update-index", "--no-assume-unchanged", "--no-skip-worktree", "-z", "--stdin",
-                input=b"".join(path + b"\0" for path in flagged), plain=True,
-            )  # fmt: skip
+            cleared = clear_flags(git, flagged)
             if not cleared.ok:
                 raise SnapshotError(f"git could not clear index flags: {cleared.reason()}")
 
@@ -195,6 +193,22 @@ def _sizes(path: str):
                 yield os.lstat(os.path.join(top, name)).st_size
             except OSError:
                 continue
+
+
+def clear_flags(git: BoundGit, paths: list[bytes], env: dict[str, str] | None = None):
+    """Clear assume-unchanged and skip-worktree on `paths` in git's index; the last outcome.
+
+    Two runs: given both options, `update-index --stdin` applies only the first
+    to each path.
+    """
+    listed = b"".join(path + b"\0" for path in paths)
+    outcome = None
+    for option in ("--no-assume-unchanged", "--no-skip-worktree"):
+        outcome = git.run("update-index", option, "-z", "--stdin", env=env, input=listed,
+                          timeout=_SNAPSHOT_TIMEOUT_S)  # fmt: skip
+        if not outcome.ok:
+            return outcome
+    return outcome
 
 
 def hidden_entries(git: BoundGit, env: dict[str, str] | None = None) -> list[bytes] | None:

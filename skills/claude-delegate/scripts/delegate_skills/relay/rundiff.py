@@ -147,7 +147,7 @@ def _touched(change: RunChange) -> list[str]:
 
 def _revert(change: RunChange, touched: list[str], scratch: str) -> None:
     from .landing import guard_untracked, switch, tracked_paths
-    from .snapshot import hidden_entries
+    from .snapshot import clear_flags, hidden_entries
 
     git = change.git()
     env = {"GIT_INDEX_FILE": os.path.join(scratch, "now.index"), "GIT_LITERAL_PATHSPECS": "1"}
@@ -160,8 +160,7 @@ def _revert(change: RunChange, touched: list[str], scratch: str) -> None:
     hidden = set(hidden_entries(git, env) or [])
     wanted = [p for p in (os.fsencode(t) for t in touched) if p in hidden]
     if wanted:
-        git.run("update-index", "--no-assume-unchanged", "--no-skip-worktree", "-z", "--stdin",
-                env=env, input=b"".join(p + b"\0" for p in wanted))  # fmt: skip
+        clear_flags(git, wanted, env)
     root = change.work_tree
     present = [p for p in touched if p in tracked or os.path.lexists(os.path.join(root, p))]
     if present:
