@@ -209,7 +209,8 @@ def _sample_value(flag) -> list[str]:
         return [flag.name]
     if flag.dest in ("files", "reads", "historyFile"):
         return [flag.name, "./--auto-commits"]
-    return [flag.name, {"timeout": "5m", "outDir": "/unused", "lane": "x"}.get(flag.dest, "x1")]
+    samples = {"timeout": "5m", "outDir": "/unused", "lane": "x", "setup": "true", "check": "true"}
+    return [flag.name, samples.get(flag.dest, "x1")]
 
 
 AIDER_FLAGS = [
@@ -221,9 +222,10 @@ AIDER_FLAGS = [
 
 @pytest.mark.parametrize("flag", AIDER_FLAGS, ids=lambda f: f.name)
 def test_no_flag_removes_the_commit_pins(bench, flag):
-    if flag.name == "--worktree":
+    extra = ["--worktree"] if flag.name == "--setup" else []  # setup runs in a worktree
+    if flag.name == "--worktree" or extra:
         commit_all(bench.work, "a commit to start the worktree from")
-    argv = argv_of(bench, *_sample_value(flag))
+    argv = argv_of(bench, *_sample_value(flag), *extra)
     assert_pinned(argv)
 
 
