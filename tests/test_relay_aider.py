@@ -216,7 +216,18 @@ def _sample_value(flag) -> list[str]:
 AIDER_FLAGS = [
     f
     for f in adapter("aider").flag_table()
-    if f.name not in ("--brief", "--cd", "--out-dir", "--lane", "--continue", "--dry-run")
+    # --host runs the relay there, which checks its own pins (test_remote.py covers the route).
+    if f.name
+    not in (
+        "--brief",
+        "--cd",
+        "--out-dir",
+        "--lane",
+        "--continue",
+        "--dry-run",
+        "--host",
+        "--include-uncommitted",
+    )
 ]
 
 

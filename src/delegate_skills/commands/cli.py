@@ -317,17 +317,28 @@ def _discover_progress(entry: dict) -> None:
 @click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.option("--usage", is_flag=True, help="Add session counts and last use (listings only).")
 @click.option("--fresh", is_flag=True, help="Probe every CLI again, whatever the cache holds.")
+@click.option(
+    "--host", default=None, metavar="NAME",
+    help="Discover on that machine, over your ssh (see --host on the relays).",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
-def discover_command(keys: tuple[str, ...], usage: bool, fresh: bool, as_json: bool) -> None:
+def discover_command(
+    keys: tuple[str, ...], usage: bool, fresh: bool, host: str | None, as_json: bool
+) -> None:
     """Find installed implementer CLIs: version, login, models (probes run in parallel).
 
     Answers are remembered (under $XDG_CACHE_HOME/delegate-skills/) until the
     CLI's binary or sign-in files change, or for 15 minutes for sign-in: a
     second run answers at once. KEY probes only those CLIs. On a terminal,
     stderr shows a line for each CLI as it answers. The JSON is the Node
-    bundle's document plus `probed`, `cached` and `probeSeconds`.
+    bundle's document plus `probed`, `cached` and `probeSeconds`. With --host,
+    the document that machine gives, plus `host`, `python`, `git` and `root`.
     """
     from ..discover import discover_cached
+
+    if host is not None:
+        _discover_there(host, usage, as_json)
+        return
 
     for key in keys:
         if registry.get(key) is None:
@@ -366,15 +377,38 @@ def discover_command(keys: tuple[str, ...], usage: bool, fresh: bool, as_json: b
         click.echo(f"(from the cache: {', '.join(details['cached'])}; --fresh probes them again)")
 
 
+def _discover_there(host: str, usage: bool, as_json: bool) -> None:
+    from ..remote.client import discover_there
+
+    document = discover_there(host, usage)
+    if _wants_json(as_json):
+        click.echo(jsjson.stringify(document, 2))
+        return
+    python, git, root = document["python"], document["git"], document["root"]
+    click.echo(f"{host}: Python {python}, {git}, runs in {root}")
+    click.echo(discover_table(document))
+
+
 @cli.command("doctor")
 @click.option("--lane", "lane_name", default=None, help="Check only this lane.")
+@click.option(
+    "--host", default=None, metavar="NAME",
+    help="Check the lanes against what that machine has installed, over your ssh.",
+)  # fmt: skip
 @CWD_OPTION
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
-def doctor_command(lane_name: str | None, cwd: str | None, as_json: bool) -> None:
+def doctor_command(lane_name: str | None, host: str | None, cwd: str | None, as_json: bool) -> None:
     """Would each lane dispatch? Exit 0 when all would, 1 otherwise, with the fix for each."""
     from .doctor import doctor
 
-    report = doctor(_cwd(cwd), lane_name)
+    there = None
+    if host is not None:
+        from ..remote.client import discover_there
+
+        there = discover_there(host, False)
+    report = doctor(_cwd(cwd), lane_name, there)
+    if there is not None:
+        report["host"] = {key: there[key] for key in ("host", "python", "git", "root")}
     click.echo(jsjson.stringify(report, 2) if _wants_json(as_json) else doctor_text(report))
     sys.exit(0 if report["ok"] else 1)
 
@@ -889,6 +923,9 @@ def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
 @click.option("--timeout", default=None, help="Each run's watchdog, as h/m/s (e.g. 45m).")
 @click.option("--attempts", type=click.IntRange(min=1), default=1,
               help="Run each lane or implementer this many times.")  # fmt: skip
+@click.option("--host", "hosts", multiple=True, metavar="NAME",
+              help="Run on this machine over your ssh (repeatable: each lane or implementer "
+                   "runs once per host).")  # fmt: skip
 @SETUP_OPTION
 @CHECK_OPTION
 @click.option("--review-by", "review_by", default=None, metavar="LANE",
@@ -902,6 +939,7 @@ def fanout_command(
     jobs: int | None,
     timeout: str | None,
     attempts: int,
+    hosts: tuple[str, ...],
     setup: str | None,
     check: str | None,
     review_by: str | None,
@@ -924,8 +962,11 @@ def fanout_command(
     planned = fanout.plan(workdir, list(lanes), list(implementers))
     hooks = _hook_args(setup, check)
     targets = [
-        fanout.Target(t.implementer, t.lane, args=hooks, task=f"#{n + 1}" if attempts > 1 else None)
+        fanout.Target(
+            t.implementer, t.lane, args=hooks, host=host, task=f"#{n + 1}" if attempts > 1 else None
+        )
         for t in planned
+        for host in hosts or (None,)
         for n in range(attempts)
     ]
 

@@ -101,13 +101,17 @@ def missing_tools(key: str, lane: dict | None = None) -> list[tuple[str, str]]:
     return [(t, p) for t, p in registry.SANDBOX_TOOLS.get(key, ()) if shutil.which(t) is None]
 
 
-def doctor(cwd: str, lane: str | None = None) -> dict:
-    """One row per effective lane (or just `lane`), and whether all would dispatch."""
+def doctor(cwd: str, lane: str | None = None, there: dict | None = None) -> dict:
+    """One row per effective lane (or just `lane`), and whether all would dispatch.
+
+    `there` is another machine's discover document (--host): lanes are judged
+    by what is installed there.
+    """
     effective = Effective(cwd)
     lanes = effective.lanes()
     names = [lane] if lane is not None else list(lanes)
     keys = {lanes[n]["implementer"] for n in names if n in lanes}
-    report = discover(only=keys) if keys else {"discovered": []}
+    report = there or (discover(only=keys) if keys else {"discovered": []})
     found = {entry["key"]: entry for entry in report["discovered"]}
     rows = [_check(name, lanes.get(name), effective, cwd, found) for name in names]
     return {"ok": all(row["ok"] for row in rows), "lanes": rows}

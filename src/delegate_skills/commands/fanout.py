@@ -33,7 +33,7 @@ _LOG_TAIL = 64 * 1024
 class Target:
     """One run: an implementer, through a lane or directly; in a batch, its own brief and flags."""
 
-    __slots__ = ("args", "brief", "implementer", "lane", "task")
+    __slots__ = ("args", "brief", "host", "implementer", "lane", "task")
 
     def __init__(
         self,
@@ -42,8 +42,11 @@ class Target:
         brief: str | None = None,
         args: list[str] | None = None,
         task: str | None = None,
+        host: str | None = None,
     ) -> None:
         self.implementer = implementer
+        #: The machine it runs on (--host), None for this one.
+        self.host = host
         self.lane = lane
         self.brief = brief
         self.args = args or []
@@ -51,7 +54,8 @@ class Target:
 
     @property
     def label(self) -> str:
-        return f"{self.lane} ({self.implementer})" if self.lane else self.implementer
+        name = f"{self.lane} ({self.implementer})" if self.lane else self.implementer
+        return f"{name} on {self.host}" if self.host else name
 
 
 def plan(cd: str, lanes: list[str], implementers: list[str]) -> list[Target]:
@@ -180,12 +184,16 @@ class Fanout:
             argv += ["--lane", target.lane]
         if self.timeout:
             argv += ["--timeout", self.timeout]
+        if target.host:
+            argv += ["--host", target.host]
         return [*argv, *target.args]
 
     def _one(self, index: int, target: Target) -> dict:
         row = {"lane": target.lane, "implementer": target.implementer, "outDir": None}
         if target.task is not None:
             row = {"task": target.task, **row}
+        if target.host is not None:
+            row["host"] = target.host
         if self.interrupted is not None:
             return {**row, **_not_started("fanout was interrupted before this run started")}
         try:

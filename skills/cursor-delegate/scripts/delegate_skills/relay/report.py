@@ -132,7 +132,10 @@ def _session_lines(adapter: Adapter, result: dict, result_path: str) -> list[str
             "the implementer may be stuck: undo what regressed, stop, and report the options"
         )
     run_id = result.get("relayRunId")
-    if reported and run_id and adapter.resumable:
+    if reported and run_id and adapter.resumable and result.get("host"):
+        lines.append(f"next: session {reported} lives on {result['host']}: resume it with "
+                     f"--host {result['host']} and this relay's resume flag")  # fmt: skip
+    elif reported and run_id and adapter.resumable:
         lines.append(f"next: --continue {run_id} resumes this session ({reported}) where it ran")
     return lines
 

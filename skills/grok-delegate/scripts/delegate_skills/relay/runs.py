@@ -452,6 +452,11 @@ def wait(out_dir: str, timeout_s: float | None) -> tuple[Run, bool]:
             run.end_orphans()
             run = Run(out_dir)  # `orphaned` still, if its processes could not be ended
         if run.exists and run.status != "running" and not run.relay_alive():
+            if run.result is None and run.private is not None and run.private.get("remote"):
+                from ..remote.dispatch import reattach
+
+                reattach(run)  # a --host run goes on over there: follow it to its end
+                continue
             return run, False
         now = time.monotonic()
         if deadline is not None and now >= deadline:

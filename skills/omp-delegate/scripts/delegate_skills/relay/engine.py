@@ -147,6 +147,10 @@ class Relay:
         self._fresh_names: list[str] = []
         #: The implementer's command line as launched (before any sandbox prefix).
         self.implementer_argv: list[str] | None = None
+        #: Set by remote/agent.py for a run from another machine: the worktree it
+        #: made, and the lane as resolved where the run was dispatched.
+        self.prepared_worktree = None
+        self.lane_override: dict | None = None
 
     # ------------------------------------------------------------ configuring
 
@@ -167,6 +171,10 @@ class Relay:
                 return 2
             if self.opts["dryRun"]:
                 return self.dry_run(brief)
+            if self.opts["host"]:
+                from ..remote.dispatch import dispatch
+
+                return dispatch(self, brief, argv)
             return self.dispatch(brief)
         finally:
             self.signals.uninstall()
@@ -181,6 +189,8 @@ class Relay:
             "outDir": None,
             "timeout": adapter.default_timeout,
             "worktree": False,
+            "host": None,
+            "includeUncommitted": False,
             "continueRun": None,
             "dryRun": False,
             "skipPreflight": False,
@@ -207,7 +217,7 @@ class Relay:
             held = unlanded_reason(opts["outDir"])
             if held is not None:
                 raise Usage(held)
-        if opts["worktree"] and not opts["dryRun"]:
+        if opts["worktree"] and not opts["dryRun"] and not opts["host"]:
             self._enter_worktree(opts)
         try:
             brief = self._check(opts, table, flagged, given)
@@ -225,8 +235,13 @@ class Relay:
         adapter.validate(opts)
         if opts["lane"]:
             self._hold_read_only_lane(opts, table)
-        if opts["setup"] is not None and not opts["worktree"]:
+        if opts["setup"] is not None and not opts["worktree"] and not opts["host"]:
             raise Usage("--setup runs in the run's new worktree; add --worktree")
+        if opts["includeUncommitted"] and not opts["host"]:
+            raise Usage("--include-uncommitted goes with --host (a local --worktree run "
+                        "starts from HEAD)")  # fmt: skip
+        if opts["host"] and opts["continueRun"]:
+            raise Usage("--continue resumes where that run ran; leave out --host")
         if opts["check"] is not None and adapter.read_only(opts):
             raise Usage("--check runs a command that may write; a read-only run takes none")
         for flag in ("setup", "check"):
@@ -299,6 +314,10 @@ class Relay:
         """
         from .worktree import WorktreeError, create
 
+        if self.prepared_worktree is not None:  # made for a run from another machine
+            self.worktree = self.prepared_worktree
+            opts["cd"] = self.worktree.cd
+            return
         check_directory(opts["cd"])
         try:
             self.worktree = create(opts["cd"])
@@ -354,7 +373,9 @@ class Relay:
         from .. import lanes
 
         try:
-            resolved = lanes.resolve(self._lane_cwd, opts["lane"], self.adapter.key)
+            resolved = self.lane_override or lanes.resolve(
+                self._lane_cwd, opts["lane"], self.adapter.key
+            )
         except UserError as problem:
             raise Usage(str(problem)) from None
         opts["laneSource"] = resolved["source"]

@@ -126,6 +126,22 @@ TAIL_FLAGS = (
         "HEAD; the source tree is left as it is (land with `runs apply`).",
     ),
     value_flag(
+        "--host",
+        "host",
+        "<name>",
+        "Run on another machine over your own ssh (an alias from your ssh config, "
+        "user@host): HEAD goes there by git, the run works in a worktree there, and its "
+        "change comes back as a local delegate/<id> branch and worktree (land with "
+        "`runs apply`).",
+        flagged=False,
+    ),
+    switch_flag(
+        "--include-uncommitted",
+        "includeUncommitted",
+        "With --host: the run starts from the work tree as it is (uncommitted and untracked "
+        "files too, as a commit on top of HEAD).",
+    ),
+    value_flag(
         "--continue",
         "continueRun",
         "<run>",

@@ -1,0 +1,227 @@
+"""A relay's `--host` run from start to result, and `runs wait` taking one up again."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import UserError
+from ..gitmeta import BoundGit, git_outcome, repo_paths
+from . import client, hosts, ssh
+
+
+def dispatch(relay, brief: str, argv: list[str]) -> int:
+    """Run `relay`'s configured run on its --host; the relay's exit code."""
+    opts, adapter = relay.opts, relay.adapter
+    paths = repo_paths(opts["cd"])
+    if paths.toplevel is None or paths.git_dir is None:
+        client._say(f"--host needs --cd inside a git work tree; {opts['cd']} is not in one")
+        return 2
+    top = paths.toplevel
+    table = {flag.name: flag for flag in adapter.flag_table()}
+    try:
+        host = hosts.load(opts["host"])
+        base = client.base_commit(top, paths.git_dir, opts["includeUncommitted"])
+        machine = client.Machine(host, client.source_key(paths.common_dir, top))
+    except UserError as problem:
+        client._say(str(problem))
+        return 2
+    from ..relay.rundir import RunDir, default_out_dir, iso_now
+    from ..relay.worktree import new_run_id
+
+    run_id = new_run_id()
+    try:
+        client._git(top, "push", "--quiet", "--no-verify", machine.url(),
+                    f"{base}:refs/delegate/base/{run_id}")  # fmt: skip
+    except UserError as problem:
+        client._say(f"--host {host.name}: {problem}")
+        return 2
+    started = iso_now()
+    out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
+    relay.run = RunDir(out_dir, started, brief)
+    relay._make_record(out_dir, started)
+    try:
+        relay.run.prepare(relay._fresh_artifacts(brief))
+    except OSError as problem:
+        client._say(f"cannot prepare run artifacts: {problem}")
+        return relay._not_started()
+    relay.run.close()
+    if opts["outDir"]:
+        from ..relay.runs import remember
+
+        remember(relay.run.path)
+    inside = os.path.relpath(os.path.realpath(opts["cd"]), os.path.realpath(top))
+    remote = {"host": host.name, "id": run_id, "base": base, "source": top,
+              "sourceUncommitted": bool(opts["includeUncommitted"])}  # fmt: skip
+    relay._update_record(remote=remote)
+    lane = None
+    if opts["lane"]:
+        lane = {"source": opts["laneSource"], "dials": relay._lane_dials}
+    spec = {"id": run_id, "key": adapter.key, "mirror": machine.mirror, "base": base,
+            "brief": brief, "cdInside": inside, "lane": lane,
+            "argv": [*client.remote_argv(argv, table), "--worktree",
+                     *(["--lane", opts["lane"]] if opts["lane"] else [])]}  # fmt: skip
+    rid = f" · run id {relay.record.id}" if relay.record else ""
+    client._say(f"{adapter.label} run started on {host.name} · {out_dir} · relay pid "
+                f"{os.getpid()}{rid}")  # fmt: skip
+    remote_run = client.RemoteRun(machine, run_id, out_dir, relay.signals)
+    try:
+        remote_run.start(spec)
+        done = remote_run.follow()
+    except UserError as problem:
+        client._say(str(problem))
+        return 255
+    except client.Disconnected:
+        name = relay.record.id if relay.record else out_dir
+        client._say(f"lost the connection to {host.name}; the run goes on there: "
+                    f"`delegate runs wait {name}` takes it up again")  # fmt: skip
+        return 255
+    result, code = finish(relay.record, remote_run, done)
+    _print_summary(adapter, result, relay.run.result_path)
+    return code
+
+
+def finish(record, remote_run: client.RemoteRun, done: dict | None) -> tuple[dict, int]:
+    """Bring the run's change back, write result.json here; (result, exit code)."""
+    from ..relay.rundir import RunDir
+
+    remote = record.get("remote")
+    machine = remote_run.machine
+    out_dir = remote_run.out_dir
+    run_dir = RunDir(out_dir, record.get("startedAt") or "")
+    theirs = (done or {}).get("result") or None
+    code = (done or {}).get("exitCode")
+    code = code if isinstance(code, int) else 1
+    extra: dict = {}
+    head = (done or {}).get("head")
+    if isinstance(head, str):
+        try:
+            extra = _land_branch(record, remote, machine, head, run_dir)
+        except UserError as problem:
+            extra = {"changes": None, "changesUnavailable": str(problem)}
+    result = _local_result(theirs, record, remote, out_dir, extra, code, done)
+    try:
+        run_dir.write_result(result)
+    except OSError as problem:
+        client._say(f"cannot write {run_dir.result_path}: {problem.strerror or problem}")
+    if "worktree" in extra:
+        try:
+            machine.agent("clean", remote["id"], machine.mirror, timeout=120)
+        except (UserError, OSError):
+            pass
+    return result, code
+
+
+def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
+    """Fetch the run's branch, check it out in a local worktree; the result fields it gives."""
+    from ..relay.changes import describe
+    from ..relay.worktree import BRANCH_PREFIX, diffstat_between, read_gitfile, worktrees_root
+
+    top, run_id, base = remote["source"], remote["id"], remote["base"]
+    branch = BRANCH_PREFIX + run_id
+    client._git(top, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", machine.url(),
+                f"+refs/heads/{branch}:refs/heads/{branch}")  # fmt: skip
+    root = worktrees_root()
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    path = os.path.join(root, f"{os.path.basename(top) or 'repo'}-{run_id}")
+    if not os.path.isdir(path):
+        added = git_outcome(top, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet",
+                            path, branch, timeout=600)  # fmt: skip
+        if not added.ok:
+            raise UserError(f"git worktree add failed in {top}: {added.reason()}")
+    wt_paths = repo_paths(path)
+    tree = {"path": path, "branch": branch, "base": base, "source": top,
+            "sourceUncommitted": 1 if remote.get("sourceUncommitted") else 0}  # fmt: skip
+    private_tree = {**tree, "gitDir": wt_paths.git_dir, "gitfile": read_gitfile(path)}
+    git = BoundGit(path, wt_paths.git_dir)
+    before = client._git(top, "rev-parse", f"{base}^{{tree}}")
+    after = client._git(top, "rev-parse", f"{head}^{{tree}}")
+    changes, problem = describe(git, before, after, run_dir)
+    entry = {"before": before, "after": after, "workTree": path, "gitDir": wt_paths.git_dir,
+             "commonDir": wt_paths.common_dir}  # fmt: skip
+    record.update(worktree=private_tree, changes=entry, workdir=path)
+    fields = {"worktree": tree, "diffstat": diffstat_between(path, base, after),
+              "changes": changes}  # fmt: skip
+    if problem:
+        fields["changesUnavailable"] = problem
+    return fields
+
+
+def _local_result(theirs, record, remote, out_dir, extra, code, done) -> dict:
+    """The result there, with paths of here, this run's id, the host and the local worktree."""
+    from ..relay.rundir import iso_now
+
+    if theirs is None:
+        reason = "its relay vanished there" if done is None else "its relay wrote no result there"
+        theirs = {"schema": "delegate-relay.result.v1", "status": "failed", "exitCode": code,
+                  "signal": None, "startedAt": record.get("startedAt"), "finishedAt": iso_now(),
+                  "error": f"{reason} (host {remote['host']})"}  # fmt: skip
+    remote_out = (done or {}).get("outDir")
+    worktree = extra.get("worktree")
+    result = _rewrite(theirs, remote_out, out_dir)
+    result = _rewrite(result, (theirs.get("worktree") or {}).get("path"),
+                      worktree["path"] if worktree else None)  # fmt: skip
+    result.update(extra)
+    if worktree is not None:
+        inside = os.path.relpath(theirs.get("workdir") or "", (theirs.get("worktree") or {})
+                                 .get("path") or "") if theirs.get("workdir") else "."  # fmt: skip
+        result["workdir"] = os.path.normpath(os.path.join(worktree["path"], inside))
+    result["relayRunId"] = record.id
+    result["host"] = remote["host"]
+    return result
+
+
+def _rewrite(value, old: str | None, new: str | None):
+    """`value` with every string that starts with folder `old` moved under `new`."""
+    if not old or not new:
+        return value
+    if isinstance(value, dict):
+        return {key: _rewrite(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rewrite(item, old, new) for item in value]
+    if isinstance(value, str) and (value == old or value.startswith(old + "/")):
+        return new + value[len(old) :]
+    return value
+
+
+def _print_summary(adapter, result: dict, result_path: str) -> None:
+    from ..relay.report import summary
+
+    try:
+        sys.stdout.write(summary(adapter, result, [f"host: {result.get('host')}"], result_path))
+        sys.stdout.flush()
+    except OSError:
+        pass
+
+
+def reattach(run) -> None:
+    """Follow a --host run whose relay is gone to its end, as its relay would have."""
+    from ..relay import record as records
+
+    private = run.private
+    remote = private.get("remote") if private is not None else None
+    if not isinstance(remote, dict):
+        return
+    lock_path = os.path.join(private.dir, "attach.lock")
+    import fcntl
+
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = records.load(private.id)
+        if fresh is None or os.path.exists(os.path.join(run.out_dir, "result.json")):
+            return
+        paths = repo_paths(remote["source"])
+        machine = client.Machine(
+            hosts.load(remote["host"]), client.source_key(paths.common_dir, remote["source"])
+        )
+        remote_run = client.RemoteRun(machine, remote["id"], run.out_dir)
+        for name in os.listdir(run.out_dir):
+            path = os.path.join(run.out_dir, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                remote_run.offsets[name] = os.path.getsize(path)
+        remote_run.offsets["@stderr"] = -1  # what it printed was printed
+        done = remote_run.follow(echo=False)
+        finish(fresh, remote_run, done)
+
+
+__all__ = ["dispatch", "finish", "reattach", "ssh"]
