@@ -146,7 +146,7 @@ def run(world: sshkit.SshWorld, base: Path) -> int:
     print(f"local --worktree dispatch, median of 5:   {local_s * 1000:7.1f} ms")
     print(f"--host dispatch (ssh to 127.0.0.1), median of 5: {remote_s * 1000:7.1f} ms")
     print(f"ratio   {remote_s / local_s:.2f}x the local worktree run")
-    for label, (sent, received) in zip(("first", "second"), sizes):
+    for label, (sent, received) in zip(("first", "second"), sizes, strict=True):
         print(f"{label} run to the host: sent {sent:>9,} bytes, received {received:>9,} bytes")
     print(json.dumps({"localMs": round(local_s * 1000, 1), "remoteMs": round(remote_s * 1000, 1),
                       "bytes": sizes}))  # fmt: skip
