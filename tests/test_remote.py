@@ -338,3 +338,44 @@ def test_discover_host_unreachable_is_one_line(remote):
     assert done.code == 2
     lines = [line for line in done.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("delegate: --host devbox: unreachable (")
+
+
+def test_runs_cancel_reaches_a_run_there_whose_relay_here_is_gone(remote):
+    remote.host("devbox")
+    remote.fake.script({"run": {"actions": [{"wait": True}]}})
+    out = remote.tmp / "out"
+    argv = relay_argv("codex", "--brief", str(remote.brief), "--cd", str(remote.repo),
+                      "--out-dir", str(out), "--host", "devbox")  # fmt: skip
+    proc = subprocess.Popen(argv, env=remote.env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        wait_for(lambda: remote.fake.calls("run"), 60)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    cancelled = delegate("runs", "cancel", str(out), "--json", env=remote.env, timeout=120)
+    assert cancelled.code == 0, cancelled.err
+    assert cancelled.json()["status"] == "aborted"
+    assert (remote.result()["status"], remote.result()["signal"]) == ("aborted", "SIGINT")
+
+
+def test_batch_takes_a_host_per_task(remote, tmp_path):
+    remote.host("devbox")
+    remote.fake.script({"run": EDIT})
+    (tmp_path / "t.md").write_text("Do it.\n")
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps({"tasks": [
+        {"brief": "t.md", "implementer": "codex", "host": "devbox"},
+        {"brief": "t.md", "implementer": "codex"},
+    ]}))  # fmt: skip
+    remote.fake.install("codex")
+    env = {**remote.env, "PATH": f"{remote.fake.bin}:{remote.env['PATH']}"}
+    done = delegate("batch", str(batch), "--cd", str(remote.repo), "--json", env=env, timeout=180)
+    assert done.code == 0, done.err
+    runs = done.json()["runs"]
+    assert [run.get("host") for run in runs] == ["devbox", None]
+    assert [run["status"] for run in runs] == ["completed", "completed"]

@@ -5,11 +5,13 @@ The file is JSON:
     {"tasks": [
       {"brief": "tasks/login.md", "lane": "feature"},
       {"brief": "tasks/docs.md", "implementer": "claude", "timeout": "30m",
-       "args": ["--model", "sonnet"]}
+       "args": ["--model", "sonnet"]},
+      {"brief": "tasks/perf.md", "lane": "feature", "host": "devbox"}
     ]}
 
 Each task names its brief (a path, relative to the batch file) and either a
-lane or an implementer; `timeout` and `args` (further relay flags) are
+lane or an implementer; `timeout`, `args` (further relay flags) and `host`
+(another machine, reached with the user's ssh: see --host on the relays) are
 optional. Every task is checked before any run starts.
 """
 
@@ -22,9 +24,9 @@ from ..errors import UserError
 from ..reading import CONFIG_LIMIT, read_json_object
 from .fanout import Target, plan
 
-_KEYS = {"brief", "lane", "implementer", "timeout", "args"}
+_KEYS = {"brief", "lane", "implementer", "timeout", "args", "host"}
 #: Relay flags a batch sets itself.
-_RESERVED = ("--brief", "--cd", "--out-dir", "--worktree", "--lane")
+_RESERVED = ("--brief", "--cd", "--out-dir", "--worktree", "--lane", "--host")
 
 
 def load(path: str, cd: str) -> list[Target]:
@@ -70,5 +72,8 @@ def _task(path: str, base: str, cd: str, number: int, task) -> Target:
         if not isinstance(timeout, str) or registry.parse_timeout_ms(timeout) is None:
             raise UserError(f'{where}: "timeout" must be an h/m/s duration such as 30m')
         args = [*args, "--timeout", timeout]
+    host = task.get("host")
+    if host is not None and (not isinstance(host, str) or not host or host.startswith("-")):
+        raise UserError(f'{where}: "host" must be a host name your ssh reaches')
     name = os.path.splitext(os.path.basename(brief))[0]
-    return Target(target.implementer, target.lane, os.path.abspath(brief_path), args, name)
+    return Target(target.implementer, target.lane, os.path.abspath(brief_path), args, name, host)

@@ -1008,10 +1008,12 @@ def _hook_args(setup: str | None, check: str | None) -> list[str]:
 @click.option("--out-dir", default=None, type=click.Path(file_okay=False),
               help="The review run's directory (default: new, under the run root).")  # fmt: skip
 @click.option("--timeout", default=None, help="The review run's watchdog, as h/m/s.")
+@click.option("--host", default=None, metavar="NAME",
+              help="Run the reviewer on that machine, over your ssh.")  # fmt: skip
 @JSON_OPTION
 def review_command(
     run: str | None, last: bool, lane: str | None, implementer: str | None, allow_self: bool,
-    out_dir: str | None, timeout: str | None, as_json: bool,
+    out_dir: str | None, timeout: str | None, host: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Have another implementer review what RUN changed, read-only, for a verdict.
 
@@ -1034,7 +1036,7 @@ def review_command(
         ensure_private_root(root)
         out_dir = os.path.join(root, f"review-{os.urandom(4).hex()}")
     code, result = review.review(LAST if last else run, os.path.abspath(out_dir), lane,
-                                 implementer, allow_self, timeout)  # fmt: skip
+                                 implementer, allow_self, timeout, host=host)  # fmt: skip
     _emit(result, as_json, review_text)
     sys.exit(code)
 

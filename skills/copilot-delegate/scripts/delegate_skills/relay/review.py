@@ -126,11 +126,14 @@ def review(
     allow_self: bool = False,
     timeout: str | None = None,
     relay_for=installed_relay,
+    host: str | None = None,
 ) -> tuple[int, dict]:
     """Run the review; (the relay's exit code, its result with `review`). Raises UserError.
 
     `relay_for(key)` is the command line that runs implementer `key`'s relay
-    (a skill folder runs the reviewer's folder beside it).
+    (a skill folder runs the reviewer's folder beside it). With `host` the
+    reviewer runs on that machine, on the run's tree as it is (uncommitted
+    change included).
     """
     run = runs.show(ref)
     if run.status in ("running", "orphaned"):
@@ -152,6 +155,8 @@ def review(
         argv += ["--lane", lane]
     if timeout:
         argv += ["--timeout", timeout]
+    if host:
+        argv += ["--host", host, "--include-uncommitted"]
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False)
     result = runs.Run(out_dir).result
     if result is None:

@@ -483,9 +483,15 @@ def cancel(out_dir: str, timeout_s: float = CANCEL_WAIT_S) -> dict:
     out_dir = resolve(out_dir)
     run = show(out_dir)
     status = run.status
-    if status not in ("running", "orphaned"):
+    remote = run.private.get("remote") if run.private is not None else None
+    going_there = bool(remote) and run.result is None  # a --host run whose relay here is gone
+    if status not in ("running", "orphaned") and not going_there:
         return {"id": run.id, "outDir": out_dir, "cancelled": False, "status": status}
     pid, start = _relay_of(run)
+    if going_there and not pid_alive(pid, start):
+        from ..remote.dispatch import signal_there
+
+        signal_there(run, "SIGINT")  # the run goes on there; runs wait below follows it
     if status == "running" and pid_alive(pid, start):
         try:
             os.kill(pid, signal.SIGINT)

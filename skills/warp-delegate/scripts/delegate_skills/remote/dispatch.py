@@ -194,6 +194,19 @@ def _print_summary(adapter, result: dict, result_path: str) -> None:
         pass
 
 
+def _machine_of(remote: dict) -> client.Machine:
+    paths = repo_paths(remote["source"])
+    return client.Machine(
+        hosts.load(remote["host"]), client.source_key(paths.common_dir, remote["source"])
+    )
+
+
+def signal_there(run, name: str) -> None:
+    """Pass signal `name` to a --host run's relay over there. Raises UserError."""
+    remote = run.private.get("remote")
+    _machine_of(remote).agent("signal", remote["id"], name, timeout=60)
+
+
 def reattach(run) -> None:
     """Follow a --host run whose relay is gone to its end, as its relay would have."""
     from ..relay import record as records
@@ -210,11 +223,7 @@ def reattach(run) -> None:
         fresh = records.load(private.id)
         if fresh is None or os.path.exists(os.path.join(run.out_dir, "result.json")):
             return
-        paths = repo_paths(remote["source"])
-        machine = client.Machine(
-            hosts.load(remote["host"]), client.source_key(paths.common_dir, remote["source"])
-        )
-        remote_run = client.RemoteRun(machine, remote["id"], run.out_dir)
+        remote_run = client.RemoteRun(_machine_of(remote), remote["id"], run.out_dir)
         for name in os.listdir(run.out_dir):
             path = os.path.join(run.out_dir, name)
             if os.path.isfile(path) and not os.path.islink(path):
