@@ -159,11 +159,8 @@ def test_fanout_over_two_hosts(remote):
     assert len(remote.fake.calls("run")) == 2
 
 
-def test_a_killed_connection_leaves_the_run_going_there_and_runs_wait_takes_it_up(remote):
-    remote.host("devbox")
-    go = remote.tmp / "go"
-    remote.fake.script({"run": {"actions": [{"wait_for_file": str(go)},
-                                            {"write": ["late.txt", "late\n"]}]}})  # fmt: skip
+def kill_the_relay_here(remote: Remote) -> Path:
+    """Start a --host run, and once the implementer runs there SIGKILL the relay here and its ssh."""
     out = remote.tmp / "out"
     argv = relay_argv("codex", "--brief", str(remote.brief), "--cd", str(remote.repo),
                       "--out-dir", str(out), "--host", "devbox")  # fmt: skip
@@ -172,12 +169,21 @@ def test_a_killed_connection_leaves_the_run_going_there_and_runs_wait_takes_it_u
                             start_new_session=True)  # fmt: skip
     try:
         wait_for(lambda: (out / "events.jsonl").exists() and remote.fake.calls("run"), 60)
-        os.killpg(proc.pid, signal.SIGKILL)  # the relay here, and its ssh with it
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return out
+
+
+def test_a_killed_connection_leaves_the_run_going_there_and_runs_wait_takes_it_up(remote):
+    remote.host("devbox")
+    go = remote.tmp / "go"
+    remote.fake.script({"run": {"actions": [{"wait_for_file": str(go)},
+                                            {"write": ["late.txt", "late\n"]}]}})  # fmt: skip
+    out = kill_the_relay_here(remote)
     assert not (out / "result.json").exists()
     go.write_text("")
     waited = delegate("runs", "wait", str(out), "--json", env=remote.env, timeout=120)
@@ -343,20 +349,7 @@ def test_discover_host_unreachable_is_one_line(remote):
 def test_runs_cancel_reaches_a_run_there_whose_relay_here_is_gone(remote):
     remote.host("devbox")
     remote.fake.script({"run": {"actions": [{"wait": True}]}})
-    out = remote.tmp / "out"
-    argv = relay_argv("codex", "--brief", str(remote.brief), "--cd", str(remote.repo),
-                      "--out-dir", str(out), "--host", "devbox")  # fmt: skip
-    proc = subprocess.Popen(argv, env=remote.env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
-    try:
-        wait_for(lambda: remote.fake.calls("run"), 60)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out = kill_the_relay_here(remote)
     cancelled = delegate("runs", "cancel", str(out), "--json", env=remote.env, timeout=120)
     assert cancelled.code == 0, cancelled.err
     assert cancelled.json()["status"] == "aborted"
