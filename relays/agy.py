@@ -17,10 +17,10 @@ import os
 import re
 
 from delegate_skills import registry
-from delegate_skills.gitmeta import repo_paths, run_git
 from delegate_skills.reading import part_of_file
-from delegate_skills.relay.adapter import Adapter, State, TextTail
-from delegate_skills.relay.changes import ChangeRecord
+from delegate_skills.relay.adapter import State, session_lines
+from delegate_skills.relay.changes import ChangeRecord, nested_records
+from delegate_skills.relay.engine import STDERR_NAME
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -30,16 +30,23 @@ from delegate_skills.relay.options import (
     switch_flag,
     value_flag,
 )
-from delegate_skills.relay.parts import check_argv_brief
+from delegate_skills.relay.parts import (
+    StdoutReportAdapter,
+    StdoutState,
+    add_dir_args,
+    add_dir_flag,
+    check_argv_brief,
+    check_read_only_or_skip,
+    read_only_flag,
+    resume_last_flag,
+    resumed,
+    skip_permissions_flag,
+)
 
 LOG = "agy.log"
-STDERR = "stderr.txt"
-STDOUT = "stdout.txt"
 DEFAULT_PRINT_TIMEOUT = "30m"
 GRACE_MS = 60_000
 _READ_CAP = 16 * 1024 * 1024
-#: How deep the evidence check follows repositories nested in dirty repositories.
-_NESTED_DEPTH = 8
 TIMEOUT_MESSAGE = '--timeout "{value}" must be an h/m/s duration from 1s through 596h31m23s'
 PRINT_TIMEOUT_MESSAGE = (
     '--print-timeout "{value}" must be an h/m/s duration from 1s through 596h30m23s '
@@ -80,35 +87,6 @@ def _read(path: str) -> str:
     return part_of_file(path, _READ_CAP).decode("utf-8", errors="replace")
 
 
-def _nested_records(cwd: str, scratch: str, depth: int = 0) -> list[ChangeRecord]:
-    """A change record inside each repository (submodule or nested repo) git lists as dirty.
-
-    git reports a dirty submodule as one entry however often its files change;
-    only a look inside it shows an edit to a file that was already dirty.
-    """
-    root = repo_paths(cwd).toplevel
-    out = run_git(cwd, "status", "--porcelain", "-z") if root else None
-    if root is None or not out or depth >= _NESTED_DEPTH:
-        return []
-    found = []
-    for entry in out.split(b"\0"):
-        if len(entry) < 4:
-            continue
-        inner = os.path.join(root, os.fsdecode(entry[3:]).rstrip("/"))
-        if os.path.islink(inner) or not os.path.isdir(inner):
-            continue
-        paths = repo_paths(inner)
-        if paths.toplevel is None or os.path.realpath(paths.toplevel) != os.path.realpath(inner):
-            continue  # a plain directory of this same repository
-        where = os.path.join(scratch, f"nested-{depth}-{len(found)}")
-        os.makedirs(where, mode=0o700, exist_ok=True)
-        record = ChangeRecord(paths, where, None)
-        record.begin()
-        found.append(record)
-        found += _nested_records(inner, scratch, depth + 1)
-    return found
-
-
 def _first_match(patterns: tuple[re.Pattern, ...], text: str) -> str | None:
     for pattern in patterns:
         found = pattern.search(text)
@@ -117,17 +95,17 @@ def _first_match(patterns: tuple[re.Pattern, ...], text: str) -> str | None:
     return None
 
 
-class AgyState(State):
+class AgyState(StdoutState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
-        self.stdout = TextTail()
         #: Change records inside each dirty submodule or nested repository: with
         #: the run's own, the evidence that a silent run did something.
         self.nested: list[ChangeRecord] = []
 
 
-class Agy(Adapter):
+class Agy(StdoutReportAdapter):
     key = "agy"
+    session_id_after_signal = False
     resume_field = "conversation"
     display = "Antigravity"
     tool = "agy"
@@ -147,10 +125,7 @@ class Agy(Adapter):
         "--print-timeout plus 60s (31m). The brief rides argv (visible in ps), so it\n"
         "is capped at 120 KiB."
     )
-    stderr_file = True
-    parser = "text"
     brief_via = "argv"
-    events_name = STDOUT
     timeout_message = TIMEOUT_MESSAGE
     path_fields = ("brief", "final", ("logPath", LOG), "stderr")
     flags = (
@@ -166,9 +141,7 @@ class Agy(Adapter):
         switch_flag(
             "--new-project", "newProject", "Start in a new project (what a fresh run does anyway)."
         ),
-        switch_flag(
-            "--resume-last", "resumeLast", "Continue the most recent conversation (agy --continue)."
-        ),
+        resume_last_flag("Continue the most recent conversation (agy --continue)."),
         value_flag(
             "--conversation",
             "conversation",
@@ -180,18 +153,8 @@ class Agy(Adapter):
         switch_flag(
             "--sandbox", "sandbox", "Run agy's tools in its sandbox (agy --sandbox).", flagged=True
         ),
-        switch_flag(
-            "--read-only",
-            "readOnly",
-            "agy's plan mode (--mode plan); the relay reports readOnlyViolation.",
-            flagged=True,
-        ),
-        switch_flag(
-            "--dangerously-skip-permissions",
-            "dangerouslySkipPermissions",
-            "Skip Antigravity's permission checks (full access; opt-in).",
-            flagged=True,
-        ),
+        read_only_flag("agy's plan mode (--mode plan); the relay reports readOnlyViolation."),
+        skip_permissions_flag("Skip Antigravity's permission checks (full access; opt-in)."),
         value_flag(
             "--print-timeout",
             "printTimeout",
@@ -199,13 +162,7 @@ class Agy(Adapter):
             "agy's own time limit (default 30m); the watchdog default follows it.",
             flagged=False,
         ),
-        Flag(
-            "--add-dir",
-            "addDir",
-            metavar="<dir>",
-            append=True,
-            help="Another directory agy may use (repeatable; relative to --cd).",
-        ),
+        add_dir_flag("Another directory agy may use (repeatable; relative to --cd).", "addDir"),
     )
 
     def flag_table(self) -> tuple[Flag, ...]:
@@ -235,17 +192,13 @@ class Agy(Adapter):
     def validate(self, opts: dict) -> None:
         check_choice(opts, "effort", "--effort", registry.AGY_EFFORT)
         check_model(opts, registry.LABEL)
-        check_exclusive(
-            opts,
-            ("readOnly", "--read-only"),
-            ("dangerouslySkipPermissions", "--dangerously-skip-permissions"),
-        )
+        check_read_only_or_skip(opts)
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("conversation", "--conversation"))
         super().watchdog_ms(opts)  # refuses a bad --timeout, worded as TIMEOUT_MESSAGE
         print_ms = registry.parse_timeout_ms(opts["printTimeout"])
         if print_ms is None or print_ms + GRACE_MS > registry.MAX_TIMER_MS:
             raise Usage(PRINT_TIMEOUT_MESSAGE.format(value=opts["printTimeout"]))
-        resuming = opts["resumeLast"] or opts["conversation"]
+        resuming = resumed(opts, "conversation")
         if opts["project"] and resuming:
             raise Usage("--project cannot be combined with --resume-last or --conversation")
         if opts["project"] and opts["newProject"]:
@@ -289,7 +242,7 @@ class Agy(Adapter):
 
     def before_launch(self, state: AgyState) -> None:
         if state.scratch is not None:
-            state.nested = _nested_records(state.opts["cd"], state.scratch)
+            state.nested = nested_records(state.opts["cd"], state.scratch)
 
     def build_argv(self, opts: dict, run) -> list[str]:
         if opts["project"]:
@@ -300,10 +253,9 @@ class Agy(Adapter):
             argv = ["--continue"]
         else:
             argv = ["--new-project"]
-        if not (opts["resumeLast"] or opts["conversation"]):
-            dirs = [opts["cd"], *(os.path.join(opts["cd"], d) for d in opts["addDir"])]
-            for directory in dirs:
-                argv += ["--add-dir", os.path.normpath(directory)]
+        if not resumed(opts, "conversation"):
+            argv += ["--add-dir", os.path.normpath(opts["cd"])]
+            argv += add_dir_args(opts, field="addDir")
         for flag, field in (("--model", "model"), ("--effort", "effort")):
             if opts[field]:
                 argv += [flag, opts[field]]
@@ -317,14 +269,11 @@ class Agy(Adapter):
         argv.append(f"--print={run.brief}")
         return argv
 
-    def on_text(self, state: AgyState, text: str) -> None:
-        state.stdout.append(text)
-
     def final_message(self, state: AgyState, run) -> str:
         return state.stdout.text().strip()
 
     def failure(self, state: AgyState) -> str | None:
-        stderr = _read(state.run.file(STDERR)) if state.run else ""
+        stderr = _read(state.run.file(STDERR_NAME)) if state.run else ""
         denied = _DENIED.search(stderr)
         if denied:
             return (
@@ -354,7 +303,7 @@ class Agy(Adapter):
             "sandbox": opts["sandbox"],
             "readOnly": opts["readOnly"],
             "dangerouslySkipPermissions": opts["dangerouslySkipPermissions"],
-            "resumed": bool(opts["resumeLast"] or opts["conversation"]),
+            "resumed": resumed(opts, "conversation"),
         }
 
     def _ids(self, state: AgyState) -> tuple[str | None, str | None]:
@@ -365,9 +314,6 @@ class Agy(Adapter):
         project, conversation = self._ids(state)
         return {"projectId": project, "conversationId": conversation}
 
-    def id_fields(self, state: State) -> dict:
-        return {}
-
     def summary_lines(self, opts: dict, state: AgyState, result: dict) -> list[str]:
         lines = []
         if result["resumed"]:
@@ -376,12 +322,7 @@ class Agy(Adapter):
             lines.append("warning: Antigravity's permission checks were skipped (full access).")
         if result["projectId"]:
             lines.append(f"project id: {result['projectId']}")
-        conversation = result["conversationId"]
-        if conversation:
-            lines.append(
-                f"conversation id (resume with: --conversation {conversation}): {conversation}"
-            )
-        return lines
+        return lines + session_lines(result["conversationId"], "--conversation", "conversation id")
 
 
 ADAPTER = Agy()

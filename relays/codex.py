@@ -20,7 +20,14 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
-from delegate_skills.relay.parts import check_keep_env, clean_env_flags, clean_environment
+from delegate_skills.relay.parts import (
+    check_effort_token,
+    check_keep_env,
+    clean_env_defaults,
+    clean_env_fields,
+    clean_env_flags,
+    clean_environment,
+)
 
 RESUME_SANDBOX_NOTE = "(Codex config on resume)"
 
@@ -86,8 +93,7 @@ class Codex(Adapter):
             "sandboxConfigured": False,
             "resumeLast": False,
             "session": None,
-            "cleanEnv": False,
-            "keepEnv": [],
+            **clean_env_defaults(),
             "skipGitRepoCheck": False,
         }
 
@@ -98,9 +104,7 @@ class Codex(Adapter):
 
     def validate(self, opts: dict) -> None:
         check_choice(opts, "sandbox", "--sandbox", registry.CODEX_SANDBOX)
-        effort = opts["effort"]
-        if effort is not None and not registry.BARE_TOKEN.accepts(effort):
-            raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
+        check_effort_token(opts)
         check_model(opts, registry.SHELL_SAFE)
         check_keep_env(opts)
         timeout_ms(opts)
@@ -164,8 +168,7 @@ class Codex(Adapter):
             "effort": opts["effort"],
             "resumeLast": opts["resumeLast"],
             "session": opts["session"],
-            "cleanEnv": opts["cleanEnv"],
-            "keepEnv": list(opts["keepEnv"]),
+            **clean_env_fields(opts),
         }
 
     def id_fields(self, state: State) -> dict:

@@ -17,8 +17,9 @@ import sys
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import Adapter, State, session_lines
-from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
+from delegate_skills.relay.adapter import Adapter, State, resume_mode_lines, session_lines
+from delegate_skills.relay.options import Flag, Usage, check_exclusive, value_flag
+from delegate_skills.relay.parts import read_only_flag, resume_args, session_flags
 from delegate_skills.relay.scan import MAX_BUFFERED_CHARS, parse_json
 
 ATTACH_PROMPT = "Follow the attached brief exactly."
@@ -137,27 +138,16 @@ class Zcode(Adapter):
             flags=("mode", "permissionMode"),
             help="plan | yolo (default: yolo). build and edit cannot write headless.",
         ),
-        switch_flag(
-            "--read-only",
-            "readOnly",
-            "Same as --mode plan: review or diagnose, no edits.",
-            flagged=True,
-        ),
+        read_only_flag("Same as --mode plan: review or diagnose, no edits."),
         value_flag(
             "--disallowed-tools",
             "disallowedTools",
             "<list>",
             'Tools ZCode must not offer, comma or space separated ("Write,Edit,Bash").',
         ),
-        switch_flag(
-            "--resume-last", "resumeLast", "Resume the newest ZCode session of --cd (zcode -c)."
-        ),
-        value_flag(
-            "--session",
-            "session",
-            "<id>",
+        *session_flags(
+            "Resume the newest ZCode session of --cd (zcode -c).",
             "Continue this ZCode session (sess_…); not with --resume-last.",
-            flagged=False,
         ),
         value_flag(
             "--zcode-path",
@@ -212,9 +202,6 @@ class Zcode(Adapter):
                 "(letters, digits, . _ : -)"
             )
 
-    def read_only(self, opts: dict) -> bool:
-        return opts["mode"] == "plan"
-
     def launcher(self, opts: dict, env: dict[str, str]) -> list[str] | None:
         found = resolve(opts, env)
         opts["_zcodeSource"], opts["_zcodePath"] = found[1] if found else None, None
@@ -230,10 +217,7 @@ class Zcode(Adapter):
         argv = ["--cwd", opts["cd"], "--json", "--no-color", "--mode", opts["mode"]]
         if opts["disallowedTools"]:
             argv += ["--disallowed-tools", opts["disallowedTools"]]
-        if opts["session"]:
-            argv += ["--resume", opts["session"]]
-        elif opts["resumeLast"]:
-            argv.append("-c")
+        argv += resume_args(opts, ("-c",))
         return [*argv, "--attach", run.file(self.brief_name), "--prompt", ATTACH_PROMPT]
 
     def new_state(self, opts: dict) -> State:
@@ -292,10 +276,9 @@ class Zcode(Adapter):
         if result["zcodePath"]:
             lines.append(f"zcode cli: {result['zcodePath']} ({result['zcodeSource']})")
         lines.append(f"mode: {opts['mode']}" + (" (read-only)" if opts["readOnly"] else ""))
-        if opts["resumeLast"]:
-            lines.append("resume: latest session for this directory")
-        elif opts["session"]:
-            lines.append(f"resume: session {opts['session']}")
+        lines += resume_mode_lines(
+            opts, "resume: latest session for this directory", "resume: session {id}"
+        )
         lines += session_lines(state.session_id)
         if result.get("parseWarning"):
             lines.append(f"warning: {result['parseWarning']}")

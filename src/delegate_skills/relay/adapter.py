@@ -91,6 +91,16 @@ def session_lines(session_id: str | None, flag: str = "--session", label: str = 
     return [f"{label} (resume with: {flag} {session_id}): {session_id}"]
 
 
+def resume_mode_lines(opts: dict, latest: str, session: str, last: str = "resumeLast") -> list[str]:
+    """The summary line saying which session a run resumed: `latest` for the newest
+    (the `last` switch), else `session` formatted with the --session `id`."""
+    if opts.get(last):
+        return [latest]
+    if opts.get("session"):
+        return [session.format(id=opts["session"])]
+    return []
+
+
 class Adapter:
     #: registry key, e.g. "codex"
     key: str = ""
@@ -118,6 +128,9 @@ class Adapter:
     read_only_route: str = ""
     #: The result field holding the id a later run resumes ("" for none).
     session_field: str = "sessionId"
+    #: Whether the result's `sessionId` stands right after `signal` (the default
+    #: `id_fields`); False where the relay puts its ids elsewhere, or has none.
+    session_id_after_signal: bool = True
     #: False when the relay refuses every way of resuming a session.
     resumable: bool = True
     #: The option that takes a session id to resume, and the switch that resumes
@@ -342,7 +355,7 @@ class Adapter:
 
     def id_fields(self, state: State) -> dict:
         """Outcome fields right after `signal` (session ids)."""
-        return {"sessionId": state.session_id}
+        return {"sessionId": state.session_id} if self.session_id_after_signal else {}
 
     def metric_fields(self, state: State) -> dict:
         """Outcome fields between `finalMessage` and `touchedFiles`."""
@@ -354,10 +367,7 @@ class Adapter:
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         """Relay-specific summary lines (modes, ids, costs)."""
-        lines = []
-        if opts.get("resumeLast"):
-            lines.append("mode: resumed most recent session")
-        elif opts.get("session"):
-            lines.append(f"mode: resumed session {opts['session']}")
-        lines += session_lines(state.session_id)
-        return lines
+        lines = resume_mode_lines(
+            opts, "mode: resumed most recent session", "mode: resumed session {id}"
+        )
+        return lines + session_lines(state.session_id)

@@ -26,7 +26,6 @@ not count. stdout is copied whole to stdout.txt; memory keeps only its tail.
 
 from __future__ import annotations
 
-import codecs
 import os
 import re
 import shutil
@@ -35,9 +34,17 @@ from delegate_skills import gitmeta
 from delegate_skills.errors import UserError
 from delegate_skills.jsjson import js_trim
 from delegate_skills.reading import read_limited
-from delegate_skills.relay.adapter import Adapter, State, TextTail
+from delegate_skills.relay.adapter import State
 from delegate_skills.relay.engine import STDERR_NAME
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
+from delegate_skills.relay.parts import (
+    STDOUT_NAME,
+    StdoutReportAdapter,
+    StdoutState,
+    read_only_flag,
+    resume_last_flag,
+)
+from delegate_skills.relay.scan import LineSplitter, feed_file
 
 #: Switches every run gets, in this order. None of them can be turned off.
 PINS = (
@@ -54,7 +61,6 @@ PINS = (
 )
 #: Relay flags whose value becomes its own aider argument.
 OPTION_VALUES = (("--model", "model"), ("--api-base", "apiBase"), ("--edit-format", "editFormat"))
-STDOUT_NAME = "stdout.txt"
 #: The result's `error` when there is no aider to run.
 UNAVAILABLE = "`aider` was not found on PATH; nothing was dispatched"
 #: Where a read-only run keeps aider's history files (in the run dir).
@@ -68,13 +74,10 @@ READ_ONLY_IDENTITY = (
     ("user.name", "aider read-only run"),
     ("user.email", "aider-read-only@localhost.invalid"),
 )
-#: The most stdout text kept in memory for the report (the rest is in stdout.txt).
-MAX_REPORT_CHARS = 1_048_576
 #: The most of a repository's chat history a read-only resume copies.
 HISTORY_LIMIT = 16 * 1024 * 1024
 #: The most of one line examined for a failure.
 MAX_LINE_CHARS = 65_536
-_READ_SIZE = 65_536
 
 #: The failures aider prints but does not exit on, most specific first. Each
 #: is tried against one line at a time; the first pattern that matched any
@@ -101,21 +104,23 @@ class FailureWatch:
 
     def __init__(self) -> None:
         self.found: dict[int, str] = {}
-        self._partial = ""
+        self._lines = LineSplitter(self._whole_line, self._cut_line, MAX_LINE_CHARS, _LINE_BREAK)
+        #: The held line was cut at MAX_LINE_CHARS: its rest is not a line to examine.
         self._overlong = False
 
     def feed(self, text: str) -> None:
-        pieces = _LINE_BREAK.split(self._partial + text)
-        self._partial = pieces.pop()
-        for line in pieces:
-            self._line(line)
-            self._overlong = False
-        if len(self._partial) > MAX_LINE_CHARS:
-            self._line(self._partial)
-            self._partial, self._overlong = "", True
+        self._lines.feed(text)
 
     def end_line(self) -> None:
         self.feed("\n")
+
+    def _whole_line(self, line: str) -> None:
+        self._line(line)
+        self._overlong = False
+
+    def _cut_line(self, line: str) -> None:
+        self._line(line)
+        self._overlong = True
 
     def _line(self, line: str) -> None:
         if self._overlong or len(self.found) == len(_FAILURES):
@@ -131,12 +136,10 @@ class FailureWatch:
         return self.found[min(self.found)] if self.found else None
 
 
-class AiderState(State):
+class AiderState(StdoutState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.watch = FailureWatch()
-        #: The tail of stdout kept for the report (it counts what was cut before it).
-        self.chunks = TextTail(limit=MAX_REPORT_CHARS)
         self.verdict: str | None = None
         self.judged = False
 
@@ -154,8 +157,9 @@ def _read_or_empty(path: str, root: str) -> bytes:
         return b""
 
 
-class Aider(Adapter):
+class Aider(StdoutReportAdapter):
     key = "aider"
+    session_id_after_signal = False
     resume_field = None
     display = "Aider"
     tool = "aider"
@@ -174,9 +178,6 @@ class Aider(Adapter):
     )
     default_timeout = "30m"
     brief_via = "file"
-    parser = "text"
-    events_name = STDOUT_NAME
-    stderr_file = True
     path_fields = ("brief", "final", "stderr")
     flags = (
         value_flag(
@@ -208,15 +209,8 @@ class Aider(Adapter):
             help="Add a file to the chat as read-only context (repeatable).",
         ),
         switch_flag("--subtree-only", "subtreeOnly", "Only consider files under --cd."),
-        switch_flag(
-            "--read-only",
-            "readOnly",
-            "aider --dry-run; history kept in the run dir, repo map off.",
-            flagged=True,
-        ),
-        switch_flag(
-            "--resume-last", "resumeLast", "Restore aider's chat history (--restore-chat-history)."
-        ),
+        read_only_flag("aider --dry-run; history kept in the run dir, repo map off."),
+        resume_last_flag("Restore aider's chat history (--restore-chat-history)."),
         value_flag(
             "--history-file",
             "historyFile",
@@ -315,11 +309,11 @@ class Aider(Adapter):
 
     def on_text(self, state: AiderState, text: str) -> None:
         state.watch.feed(text)
-        state.chunks.append(text)
+        super().on_text(state, text)
 
     def final_message(self, state: AiderState, run) -> str:
-        report = js_trim(state.chunks.text())
-        dropped = state.chunks.dropped
+        report = js_trim(state.stdout.text())
+        dropped = state.stdout.dropped
         if dropped and report:
             return (
                 f"[the first {dropped} characters of aider's output are left out here; "
@@ -332,7 +326,9 @@ class Aider(Adapter):
             state.judged = True
             watch = state.watch
             watch.end_line()
-            _scan_file(watch, state.run.file(STDERR_NAME) if state.run else None)
+            if state.run:
+                # stderr.txt can be any size: it is read in pieces.
+                feed_file(state.run.file(STDERR_NAME), watch.feed)
             watch.end_line()
             state.verdict = watch.failure
         code, killed_by = state.exit_code, state.signal
@@ -359,9 +355,6 @@ class Aider(Adapter):
             "readOnly": opts["readOnly"],
             "resumed": opts["resumeLast"],
         }
-
-    def id_fields(self, state: State) -> dict:
-        return {}
 
     def trailing_fields(self, state: State) -> dict:
         return {"error": UNAVAILABLE} if state.opts.get("_aiderMissing") else {}
@@ -396,20 +389,6 @@ def _lend_identity(env: dict[str, str], cd: str) -> None:
         count += 1
     if missing:
         env["GIT_CONFIG_COUNT"] = str(count)
-
-
-def _scan_file(watch: FailureWatch, path: str | None) -> None:
-    """Feed a file to `watch` in pieces (stderr.txt can be any size)."""
-    if not path:
-        return
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(_READ_SIZE):
-                watch.feed(decoder.decode(chunk))
-    except OSError:
-        return
-    watch.feed(decoder.decode(b"", final=True))
 
 
 ADAPTER = Aider()

@@ -296,6 +296,28 @@ def check_token(opts: dict, field: str, flag: str, token: registry.Token) -> Non
         raise Usage(f"{flag} contains unsupported characters (allowed: {token.allowed})")
 
 
+def check_filled(opts: dict, field: str, flag: str) -> None:
+    """Refuse a value given as nothing but (JavaScript) whitespace."""
+    from ..jsjson import js_trim
+
+    value = opts.get(field)
+    if value is not None and not js_trim(value):
+        raise Usage(f"{flag} must not be empty")
+
+
+#: A count given on the command line: a positive integer without leading zeros.
+POSITIVE_INT = registry.Pattern(r"[1-9][0-9]*")
+
+
+def check_count(opts: dict, field: str, message: str, most: int | None = None) -> None:
+    """Refuse a set value that is not a positive integer (or is above `most`)."""
+    value = opts.get(field)
+    if value is not None and (
+        POSITIVE_INT.fullmatch(value) is None or (most is not None and int(value) > most)
+    ):
+        raise Usage(message)
+
+
 def check_choice(opts: dict, field: str, flag: str, choices: tuple[str, ...]) -> None:
     value = opts.get(field)
     if value is not None and value not in choices:

@@ -2,9 +2,11 @@
 """Building blocks several adapters share: flags, checks and readers.
 
 Anything two adapters need lives here (or elsewhere in the engine), never in
-two adapters: a brief carried on the command line, shell-safe values,
-`--add-dir`, the resume pair, the resume lines of the summary, text blocks of
-stream-json messages, and the `--clean-env` / `--keep-env` pair.
+two adapters: a brief carried on the command line, the `--read-only` and
+`--dangerously-skip-permissions` switches, shell-safe values, `--add-dir`, the
+resume pair, the resume lines of the summary, the fields of stream-json
+events and text blocks of their messages, the `--clean-env` / `--keep-env`
+pair, and a report read from plain-text stdout.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ import os
 
 from .. import registry
 from .adapter import Adapter, State, TextTail, session_lines
-from .options import ENV_NAME, NOT_A_DURATION, SESSION, Flag, Usage, check_exclusive, check_token
+from .options import (
+    ENV_NAME,
+    NOT_A_DURATION,
+    SESSION,
+    Flag,
+    Usage,
+    check_exclusive,
+    check_token,
+    switch_flag,
+)
 
 #: The largest brief passed as one command-line argument (Linux caps one near 128 KiB).
 MAX_ARGV_BRIEF_BYTES = 120 * 1024
@@ -52,6 +63,31 @@ class ArgvBriefAdapter(Adapter):
         check_argv_brief(brief, self.argv_brief_where, self.too_big)
 
 
+# ---------------------------------------------------------------- permissions
+
+
+def read_only_flag(help: str) -> Flag:
+    """`--read-only`, a switch a read-only lane holds to (it marks readOnly as chosen)."""
+    return switch_flag("--read-only", "readOnly", help, flagged=True)
+
+
+def skip_permissions_flag(help: str) -> Flag:
+    """`--dangerously-skip-permissions`, the opt-in past the CLI's permission checks."""
+    return switch_flag(
+        "--dangerously-skip-permissions", "dangerouslySkipPermissions", help, flagged=True
+    )
+
+
+def check_read_only_or_skip(opts: dict, tail: str = "; pass only one") -> None:
+    """--read-only and --dangerously-skip-permissions exclude each other."""
+    check_exclusive(
+        opts,
+        ("readOnly", "--read-only"),
+        ("dangerouslySkipPermissions", "--dangerously-skip-permissions"),
+        tail,
+    )
+
+
 # ---------------------------------------------------------------- values
 
 
@@ -69,17 +105,24 @@ def check_shell_tokens(opts: dict, fields: tuple) -> None:
             raise Usage(f"{flag} value contains unsupported characters (allowed: {token.allowed})")
 
 
+def check_effort_token(opts: dict) -> None:
+    """Refuse an --effort that is not a bare token (the CLI names its own levels)."""
+    effort = opts["effort"]
+    if effort is not None and not registry.BARE_TOKEN.accepts(effort):
+        raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
+
+
 # ---------------------------------------------------------------- --add-dir
 
 
-def add_dir_flag(help: str) -> Flag:
-    return Flag("--add-dir", "addDirs", metavar="<dir>", append=True, help=help)
+def add_dir_flag(help: str, dest: str = "addDirs") -> Flag:
+    return Flag("--add-dir", dest, metavar="<dir>", append=True, help=help)
 
 
-def add_dir_args(opts: dict, flag: str = "--add-dir") -> list[str]:
-    """`flag <dir>` per --add-dir, in order, each resolved against --cd."""
+def add_dir_args(opts: dict, flag: str = "--add-dir", field: str = "addDirs") -> list[str]:
+    """`flag <dir>` per --add-dir (kept in `field`), in order, each resolved against --cd."""
     argv: list[str] = []
-    for directory in opts["addDirs"]:
+    for directory in opts[field]:
         argv += [flag, os.path.normpath(os.path.join(opts["cd"], directory))]
     return argv
 
@@ -87,10 +130,15 @@ def add_dir_args(opts: dict, flag: str = "--add-dir") -> list[str]:
 # ---------------------------------------------------------------- resuming
 
 
+def resume_last_flag(help: str) -> Flag:
+    """`--resume-last`: continue the most recent session."""
+    return Flag("--resume-last", sets={"resumeLast": True}, help=help)
+
+
 def session_flags(last_help: str, session_help: str) -> tuple[Flag, Flag]:
     """`--resume-last` and `--session <id>`, the usual pair of resume flags."""
     return (
-        Flag("--resume-last", sets={"resumeLast": True}, help=last_help),
+        resume_last_flag(last_help),
         Flag("--session", "session", metavar="<id>", help=session_help),
     )
 
@@ -101,25 +149,62 @@ def check_session(opts: dict) -> None:
     check_token(opts, "session", "--session", SESSION)
 
 
-def resume_args(opts: dict, latest: tuple[str, ...] = ("--continue",)) -> list[str]:
-    """`--resume <id>` for --session, else `latest` for --resume-last, else nothing."""
-    if opts["session"]:
-        return ["--resume", opts["session"]]
-    return list(latest) if opts["resumeLast"] else []
+def resume_args(
+    opts: dict,
+    latest: tuple[str, ...] = ("--continue",),
+    session: str = "session",
+    last: str = "resumeLast",
+) -> list[str]:
+    """`--resume <id>` for --session, else `latest` for --resume-last, else nothing.
+
+    `session` and `last` name the option fields where a relay calls them otherwise.
+    """
+    if opts[session]:
+        return ["--resume", opts[session]]
+    return list(latest) if opts[last] else []
 
 
-def resumed(opts: dict) -> bool:
-    """Whether the run continues a session (--session or --resume-last)."""
-    return bool(opts["resumeLast"] or opts["session"])
+def resumed(opts: dict, session: str = "session") -> bool:
+    """Whether the run continues a session (its `session` field, or --resume-last)."""
+    return bool(opts["resumeLast"] or opts[session])
 
 
-def resume_lines(resumed: bool, session_id: str | None, flag: str = "--session") -> list[str]:
+def resume_lines(
+    resumed: bool, session_id: str | None, flag: str = "--session", what: str = "session"
+) -> list[str]:
     """The summary's resume lines: how this run started, and how to continue it."""
-    lines = ["mode: resumed an existing session"] if resumed else []
+    lines = [f"mode: resumed an existing {what}"] if resumed else []
     return lines + session_lines(session_id, flag)
 
 
 # ---------------------------------------------------------------- stream-json messages
+
+
+def first_set(mapping: dict, *keys: str):
+    """The value of the first of `keys` that `mapping` holds as something other than None."""
+    for key in keys:
+        if mapping.get(key) is not None:
+            return mapping[key]
+    return None
+
+
+def event_session(event: dict, inner: tuple[str, ...] = ("id",)):
+    """The session an event names: its `session_id` or `sessionId`, else the first of
+    `inner` in its `session` object (None when it names none)."""
+    session = first_set(event, "session_id", "sessionId")
+    if session is None and isinstance(event.get("session"), dict):
+        session = first_set(event["session"], *inner)
+    return session
+
+
+def is_number(value) -> bool:
+    """Whether a JSON value is a number (an int or float, never a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def text_or_none(value) -> str | None:
+    """`value` when it is a string, else None."""
+    return value if isinstance(value, str) else None
 
 
 def text_blocks(content) -> list[str]:
@@ -164,6 +249,16 @@ def clean_env_flags(product: str) -> tuple[Flag, Flag]:
     )
 
 
+def clean_env_defaults() -> dict:
+    """The --clean-env / --keep-env option defaults."""
+    return {"cleanEnv": False, "keepEnv": []}
+
+
+def clean_env_fields(opts: dict) -> dict:
+    """The result fields that record --clean-env and --keep-env."""
+    return {"cleanEnv": opts["cleanEnv"], "keepEnv": list(opts["keepEnv"])}
+
+
 def check_keep_env(opts: dict) -> None:
     """The --keep-env rules. Raises Usage."""
     names = opts["keepEnv"]
@@ -183,6 +278,39 @@ def clean_environment(opts: dict, own: tuple[str, ...] = ()) -> dict[str, str]:
         return dict(os.environ)
     names = (*CLEAN_ENV_BASICS, *own, *opts["keepEnv"])
     return {name: os.environ[name] for name in names if name in os.environ}
+
+
+# ---------------------------------------------------------------- a plain-text report
+
+#: Where a relay that reads plain-text stdout copies all of it, raw.
+STDOUT_NAME = "stdout.txt"
+
+
+class StdoutState(State):
+    """The tail of plain-text stdout, kept for the report (`stdout.dropped` counts
+    what was cut before it)."""
+
+    def __init__(self, opts: dict) -> None:
+        super().__init__(opts)
+        self.stdout = TextTail()
+
+
+class StdoutReportAdapter(Adapter):
+    """An implementer whose report is its plain-text stdout (agy, aider).
+
+    All of stdout is copied to stdout.txt and its tail kept in memory; stderr is
+    kept as stderr.txt.
+    """
+
+    parser = "text"
+    events_name = STDOUT_NAME
+    stderr_file = True
+
+    def new_state(self, opts: dict) -> State:
+        return StdoutState(opts)
+
+    def on_text(self, state: StdoutState, text: str) -> None:
+        state.stdout.append(text)
 
 
 # ---------------------------------------------------------------- pi's event protocol

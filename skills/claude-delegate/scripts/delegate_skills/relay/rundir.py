@@ -74,6 +74,44 @@ def default_out_dir(workdir: str, started_at: str) -> str:
     return os.path.join(root, f"{base}-{stamp}-{os.getpid()}")
 
 
+def holds_relay_result(directory: str) -> bool:
+    """A regular result.json (never a link) in `directory` that speaks delegate-relay.result.v1.
+
+    Stricter than `RunDir.written_by_a_relay`: for a relay that reuses an
+    explicit --out-dir only on proof that a relay run wrote it.
+    """
+    import stat
+
+    from .. import registry
+    from .scan import parse_json
+
+    try:
+        fd = os.open(os.path.join(directory, RESULT), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    document = parse_json(raw.decode("utf-8", errors="replace"))
+    return isinstance(document, dict) and document.get("schema") == registry.RESULT_VERSION
+
+
+def artifact_stands(directory: str, name: str, entries: set[str]) -> bool:
+    """An artifact name stands here as a file, a directory or a link to something.
+
+    `entries` is the directory's listing. A link that points at nothing is
+    stale: the relay removes the link itself, and nothing behind it can be lost.
+    """
+    path = os.path.join(directory, name)
+    return name in entries and (not os.path.islink(path) or os.path.exists(path))
+
+
 class RunDir:
     """Paths of one run's artifacts, and the writes that go into them."""
 
@@ -202,6 +240,30 @@ class RunDir:
     def write_final(self, text: str) -> None:
         data = text.encode("utf-8", errors="replace")
         atomic_write(self.final_path, data, durable=False, new_mode=0o600)
+
+    def create_final_once(self, text: str) -> str | None:
+        """Create final.txt once, never through a link or over a file that appeared there.
+
+        For a relay whose implementer may have run in the run directory: the run
+        may have put something at the artifact's name (a `git mv` onto it, a
+        symlink); that is left alone and the reason is returned.
+        """
+        import errno
+
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        try:
+            fd = os.open(self.final_path, flags, 0o600)
+        except OSError as error:
+            return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
+        try:
+            view = memoryview(f"{text}\n".encode("utf-8", errors="replace"))
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as error:
+            return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
+        finally:
+            os.close(fd)
+        return None
 
     def existing(self, name: str) -> str | None:
         path = self.file(name)

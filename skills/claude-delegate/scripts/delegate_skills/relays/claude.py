@@ -17,19 +17,33 @@ import re
 import sys
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import Adapter, State, session_lines
+from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
     check_choice,
+    check_count,
     check_exclusive,
     check_model,
     check_token,
-    switch_flag,
     timeout_ms,
     value_flag,
 )
-from delegate_skills.relay.parts import resume_args, resumed
+from delegate_skills.relay.parts import (
+    ResultState,
+    check_read_only_or_skip,
+    event_session,
+    first_set,
+    is_init,
+    is_number,
+    read_only_flag,
+    resume_args,
+    resume_lines,
+    resumed,
+    session_flags,
+    skip_permissions_flag,
+    text_or_none,
+)
 
 MAX_BRIEF_BYTES = 10_000_000
 SHELL = "Bash"
@@ -57,21 +71,15 @@ SANDBOX = {
     "filesystem": {"disabled": False},
 }
 PROFILE = "profile.json"
-_POSITIVE_INT = re.compile(r"[1-9][0-9]*")
 _POSITIVE_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 _ERROR_SUBTYPE = re.compile(r"error(?:_|$)", re.IGNORECASE)
 
 
-class ClaudeState(State):
+class ClaudeState(ResultState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = opts.get("session") or None
         self.permission_mode = permission_mode(opts)
-        self.saw_result = False
-        self.subtype: str | None = None
-        self.is_error = False
-        self.num_turns = None
-        self.usage = None
         self.cost = None
 
 
@@ -82,20 +90,12 @@ def permission_mode(opts: dict) -> str:
 
 
 def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _first(event: dict, *keys):
-    for key in keys:
-        if event.get(key) is not None:
-            return event[key]
-    return None
+    return value if is_number(value) and math.isfinite(value) else None
 
 
 class Claude(Adapter):
     key = "claude"
+    session_id_after_signal = False
     resume_keeps_id = True  # checked against the real CLI
     display = "Claude Code"
     tool = "claude"
@@ -127,25 +127,12 @@ class Claude(Adapter):
             "Positive spend limit in USD.",
             flagged=False,
         ),
-        switch_flag(
-            "--resume-last", "resumeLast", "Continue the most recent session (claude --continue)."
-        ),
-        value_flag(
-            "--session",
-            "session",
-            "<id>",
+        *session_flags(
+            "Continue the most recent session (claude --continue).",
             "Continue this session (claude --resume <id>).",
-            flagged=False,
         ),
-        switch_flag(
-            "--read-only", "readOnly", "Plan mode; Read, Glob and Grep only.", flagged=True
-        ),
-        switch_flag(
-            "--dangerously-skip-permissions",
-            "dangerouslySkipPermissions",
-            "Use Claude's bypassPermissions mode; not with --read-only.",
-            flagged=True,
-        ),
+        read_only_flag("Plan mode; Read, Glob and Grep only."),
+        skip_permissions_flag("Use Claude's bypassPermissions mode; not with --read-only."),
     )
 
     def defaults(self) -> dict:
@@ -161,19 +148,12 @@ class Claude(Adapter):
 
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
-        check_exclusive(
-            opts,
-            ("readOnly", "--read-only"),
-            ("dangerouslySkipPermissions", "--dangerously-skip-permissions"),
-            "",
-        )
+        check_read_only_or_skip(opts, "")
         timeout_ms(opts)
         check_model(opts, registry.CLAUDE_MODEL)
         check_token(opts, "session", "--session", SESSION)
         check_choice(opts, "effort", "--effort", registry.CLAUDE_EFFORT)
-        turns = opts["maxTurns"]
-        if turns is not None and (not _POSITIVE_INT.fullmatch(turns) or int(turns) > 2**53 - 1):
-            raise Usage("--max-turns must be a positive safe integer")
+        check_count(opts, "maxTurns", "--max-turns must be a positive safe integer", 2**53 - 1)
         budget = opts["maxBudgetUsd"]
         if budget is not None and (not _POSITIVE_DECIMAL.fullmatch(budget) or float(budget) <= 0):
             raise Usage("--max-budget-usd must be a positive decimal number")
@@ -235,27 +215,24 @@ class Claude(Adapter):
         return ClaudeState(opts)
 
     def on_event(self, state: ClaudeState, event: dict) -> None:
-        session = _first(event, "session_id", "sessionId")
-        if session is None and isinstance(event.get("session"), dict):
-            session = _first(event["session"], "id", "session_id")
+        session = event_session(event, ("id", "session_id"))
         if isinstance(session, str) and session:
             state.session_id = session
-        if event.get("type") == "system" and event.get("subtype") == "init":
-            mode = _first(event, "permissionMode", "permission_mode")
+        if is_init(event):
+            mode = first_set(event, "permissionMode", "permission_mode")
             if isinstance(mode, str) and mode:
                 state.permission_mode = mode
         if event.get("type") != "result":
             return
-        subtype = event.get("subtype")
         state.saw_result = True
-        state.subtype = subtype if isinstance(subtype, str) else None
+        state.subtype = text_or_none(event.get("subtype"))
         state.is_error = event.get("is_error") is True or bool(
             state.subtype and _ERROR_SUBTYPE.match(state.subtype)
         )
         state.final = event["result"] if isinstance(event.get("result"), str) else ""
         state.usage = event["usage"] if isinstance(event.get("usage"), dict) else None
-        state.cost = _number(_first(event, "total_cost_usd", "cost_usd"))
-        state.num_turns = _number(_first(event, "num_turns", "numTurns"))
+        state.cost = _number(first_set(event, "total_cost_usd", "cost_usd"))
+        state.num_turns = _number(first_set(event, "num_turns", "numTurns"))
 
     def final_message(self, state: State, run) -> str:
         return state.final
@@ -296,9 +273,6 @@ class Claude(Adapter):
             "totalCostUsd": state.cost,
         }
 
-    def id_fields(self, state: State) -> dict:
-        return {}
-
     def summary_lines(self, opts: dict, state: ClaudeState, result: dict) -> list[str]:
         mode, sandbox = result["permissionMode"], result["shellSandbox"]
         lines = [f"permission mode: {mode}  ·  shell sandbox: {sandbox}"]
@@ -307,9 +281,7 @@ class Claude(Adapter):
                 "warning: bypassPermissions was explicitly enabled; direct file tools can "
                 "reach beyond normal permission boundaries."
             )
-        if result["resumed"]:
-            lines.append("mode: resumed an existing Claude session")
-        lines += session_lines(state.session_id)
+        lines += resume_lines(result["resumed"], state.session_id, what="Claude session")
         if state.subtype:
             lines.append(f"result subtype: {state.subtype}")
         if state.num_turns is not None:
@@ -318,8 +290,8 @@ class Claude(Adapter):
             lines.append(f"cost: ${state.cost}")
         if state.usage:
             usage = state.usage
-            tokens_in = _first(usage, "input_tokens", "inputTokens")
-            tokens_out = _first(usage, "output_tokens", "outputTokens")
+            tokens_in = first_set(usage, "input_tokens", "inputTokens")
+            tokens_out = first_set(usage, "output_tokens", "outputTokens")
             shown = ["?" if n is None else n for n in (tokens_in, tokens_out)]
             lines.append(f"tokens: in {shown[0]}, out {shown[1]}")
         return lines

@@ -24,6 +24,7 @@ import os
 from delegate_skills import registry
 from delegate_skills.relay.adapter import Adapter, State
 from delegate_skills.relay.options import NOT_SCHEDULABLE, Usage, switch_flag, value_flag
+from delegate_skills.relay.parts import is_number
 
 #: The positional prompt: Cline joins it with the piped brief.
 STDIN_PROMPT = "Follow the task instructions provided on stdin."
@@ -183,7 +184,7 @@ class Cline(Adapter):
             if isinstance(model, str):
                 state.model = model
             duration = event.get("durationMs")
-            if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+            if is_number(duration):
                 state.duration_ms = duration
         elif kind in ABORT_EVENTS and state.finish_reason in (None, "completed"):
             # Cline 3.0.65 follows a failed run_result with run_aborted; the

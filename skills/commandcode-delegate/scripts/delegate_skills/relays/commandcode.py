@@ -14,15 +14,13 @@ delegate-relay result.json proves a relay run put them there.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 import sys
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
-from delegate_skills.relay.adapter import Adapter, State, TextTail
+from delegate_skills.relay.adapter import Adapter, State, TextTail, resume_mode_lines
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
@@ -32,18 +30,25 @@ from delegate_skills.relay.options import (
     value_flag,
 )
 from delegate_skills.relay.parts import (
+    check_effort_token,
     check_keep_env,
+    clean_env_defaults,
+    clean_env_fields,
     clean_env_flags,
     clean_environment,
+    is_number,
+    read_only_flag,
+    resume_args,
     text_blocks,
+    text_or_none,
 )
-from delegate_skills.relay.scan import MAX_BUFFERED_CHARS, parse_json
+from delegate_skills.relay.rundir import RESULT, artifact_stands, holds_relay_result
+from delegate_skills.relay.scan import LineSplitter, parse_json
 
 BIN_ENV = "COMMANDCODE_BIN"
 HEADLESS = ("-p", "--output-format", "json", "--skip-onboarding", "--no-auto-update", "-t")
 MAX_TURNS = re.compile(r"[1-9][0-9]{0,4}")
 ARTIFACTS = ("final.txt", "result.json", "brief.txt", "events.jsonl")
-RESULT = "result.json"
 #: Command Code's documented headless exit codes, and what to do about each.
 EXIT_HINTS = {
     3: "not authenticated — run `cmd login`, then re-dispatch",
@@ -74,7 +79,7 @@ class CommandCodeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = None
-        self.partial = ""
+        self.lines = LineSplitter(self._whole_line, self._cut_line)
         self.truncated = False
         self.deltas = TextTail()
         self.last_text = ""
@@ -85,26 +90,23 @@ class CommandCodeState(State):
         self.final_error: str | None = None
         self.final_tried = False
 
-    def feed(self, text: str) -> None:
-        lines = (self.partial + text).split("\n")
-        self.partial = lines.pop()
-        for line in lines:
-            if line.strip():
-                self.line(line)
-        if len(self.partial) > MAX_BUFFERED_CHARS:
-            self.line(self.partial)
-            self.partial = ""
-            self.truncated = True
+    def _whole_line(self, line: str) -> None:
+        if line.strip():
+            self.line(line)
+
+    def _cut_line(self, line: str) -> None:
+        """A line cut short: past MAX_BUFFERED_CHARS, or unended when the run closed."""
+        self.line(line)
+        self.truncated = True
 
     def close(self) -> None:
         """The run is over: bytes left without a newline are a cut write."""
         if self.closed:
             return
         self.closed = True
-        if self.partial.strip():
-            self.line(self.partial)
-            self.truncated = True
-        self.partial = ""
+        rest = self.lines.take()
+        if rest.strip():
+            self._cut_line(rest)
 
     def line(self, line: str) -> None:
         event = parse_json(line)
@@ -143,73 +145,18 @@ class CommandCodeState(State):
         return "truncated" if self.truncated else "absent"
 
 
-def _text_or_none(value) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _result_line(event: dict) -> dict:
     duration = event.get("durationMs")
-    finite = isinstance(duration, (int, float)) and not isinstance(duration, bool)
+    finite = is_number(duration)
     final = event.get("finalText")
     return {
-        "subtype": _text_or_none(event.get("subtype")),
-        "stopReason": _text_or_none(event.get("stopReason")),
+        "subtype": text_or_none(event.get("subtype")),
+        "stopReason": text_or_none(event.get("stopReason")),
         "usage": event.get("usage"),
         "durationMs": duration if finite and abs(duration) != float("inf") else None,
         "finalText": final if isinstance(final, str) else "",
-        "error": _text_or_none(event.get("error")),
+        "error": text_or_none(event.get("error")),
     }
-
-
-def _create_final(path: str, text: str) -> str | None:
-    """Create final.txt once, never through a link or over a file that appeared there.
-
-    The run may have put something at the artifact's name (a `git mv` onto it,
-    a symlink); that is left alone and the reason is returned.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as error:
-        return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
-    try:
-        view = memoryview(f"{text}\n".encode("utf-8", errors="replace"))
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError as error:
-        return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
-    finally:
-        os.close(fd)
-    return None
-
-
-def _proven_prior_run(directory: str) -> bool:
-    """A regular result.json (never a link) that speaks delegate-relay.result.v1."""
-    try:
-        fd = os.open(os.path.join(directory, RESULT), os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    document = parse_json(raw.decode("utf-8", errors="replace"))
-    return isinstance(document, dict) and document.get("schema") == registry.RESULT_VERSION
-
-
-def _holds(directory: str, name: str, entries: set[str]) -> bool:
-    """An artifact name stands here as a file, a directory or a link to something.
-
-    A link that points at nothing is stale: the relay removes the link itself,
-    and nothing behind it can be lost.
-    """
-    path = os.path.join(directory, name)
-    return name in entries and (not os.path.islink(path) or os.path.exists(path))
 
 
 class CommandCode(Adapter):
@@ -234,18 +181,13 @@ class CommandCode(Adapter):
         "$COMMANDCODE_BIN names the binary (default: cmd on PATH). An explicit --out-dir\n"
         "holding relay artifacts is used only when its result.json is a relay result."
     )
-    #: final.txt is the relay's to create, once, exclusively (see _create_final).
+    #: final.txt is the relay's to create, once, exclusively (see RunDir.create_final_once).
     child_writes_final = True
     flags = (
         value_flag(
             "--effort", "effort", "<level>", "Reasoning effort; the levels depend on the model."
         ),
-        switch_flag(
-            "--read-only",
-            "readOnly",
-            "No --yolo, plus --permission-mode plan: no write, edit or shell tools.",
-            flagged=True,
-        ),
+        read_only_flag("No --yolo, plus --permission-mode plan: no write, edit or shell tools."),
         switch_flag(
             "--tools-all",
             "toolsAll",
@@ -290,14 +232,11 @@ class CommandCode(Adapter):
             "maxTurns": None,
             "session": None,
             "continueLast": False,
-            "cleanEnv": False,
-            "keepEnv": [],
+            **clean_env_defaults(),
         }
 
     def validate(self, opts: dict) -> None:
-        effort = opts["effort"]
-        if effort is not None and not registry.BARE_TOKEN.accepts(effort):
-            raise Usage(f'invalid --effort "{effort}" (expected a non-empty bare token)')
+        check_effort_token(opts)
         check_model(opts, registry.SHELL_SAFE)
         turns = opts["maxTurns"]
         if turns is not None and MAX_TURNS.fullmatch(turns) is None:
@@ -335,7 +274,8 @@ class CommandCode(Adapter):
             entries = set()
         if RESULT not in entries and os.path.lexists(os.path.join(path, RESULT)):
             raise Usage("--out-dir contains a case-aliased result.json artifact")
-        if any(_holds(path, name, entries) for name in ARTIFACTS) and not _proven_prior_run(path):
+        held = any(artifact_stands(path, name, entries) for name in ARTIFACTS)
+        if held and not holds_relay_result(path):
             raise Usage(
                 "--out-dir contains relay artifacts without a prior "
                 f"{registry.RESULT_VERSION} result"
@@ -356,10 +296,7 @@ class CommandCode(Adapter):
             argv.append("--yolo")
             if opts["toolsAll"]:
                 argv.append("--tools-all")
-        if opts["session"]:
-            argv += ["--resume", opts["session"]]
-        elif opts["continueLast"]:
-            argv.append("--continue")
+        argv += resume_args(opts, last="continueLast")
         if opts["model"]:
             argv += ["-m", opts["model"]]
         if opts["effort"] is not None:
@@ -372,7 +309,7 @@ class CommandCode(Adapter):
         return CommandCodeState(opts)
 
     def on_text(self, state: CommandCodeState, text: str) -> None:
-        state.feed(text)
+        state.lines.feed(text)
 
     def final_message(self, state: CommandCodeState, run) -> str:
         final = state.result["finalText"] if state.result else ""
@@ -385,7 +322,7 @@ class CommandCode(Adapter):
         if state.final_tried or not text or state.run is None:
             return
         state.final_tried = True
-        state.final_error = _create_final(state.run.final_path, text)
+        state.final_error = state.run.create_final_once(text)
 
     def failure(self, state: CommandCodeState) -> str | None:
         state.close()
@@ -415,8 +352,7 @@ class CommandCode(Adapter):
             "maxTurns": int(opts["maxTurns"]) if opts["maxTurns"] is not None else None,
             "session": opts["session"],
             "continueLast": opts["continueLast"],
-            "cleanEnv": opts["cleanEnv"],
-            "keepEnv": list(opts["keepEnv"]),
+            **clean_env_fields(opts),
         }
 
     def id_fields(self, state: CommandCodeState) -> dict:
@@ -436,10 +372,12 @@ class CommandCode(Adapter):
         if result["status"] == "failed" and hint:
             lines.append(f"hint: {hint}")
         lines.append(f"autonomy: {result['autonomy']}")
-        if opts["continueLast"]:
-            lines.append("mode: continued most recent session")
-        elif opts["session"]:
-            lines.append(f"mode: resumed session {opts['session']}")
+        lines += resume_mode_lines(
+            opts,
+            "mode: continued most recent session",
+            "mode: resumed session {id}",
+            "continueLast",
+        )
         if state.session_id:
             lines.append(f"session id (resume with: --session {state.session_id})")
         if result["resultLine"] in ("truncated", "absent"):

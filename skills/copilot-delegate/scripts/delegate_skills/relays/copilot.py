@@ -21,9 +21,9 @@ from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     NOT_SCHEDULABLE,
-    Usage,
     check_choice,
     check_exclusive,
+    check_filled,
     switch_flag,
     value_flag,
 )
@@ -65,6 +65,7 @@ def readable_without_grant(run_dir: str, cd: str) -> bool:
 
 class Copilot(Adapter):
     key = "copilot"
+    session_id_after_signal = False
     resume_keeps_id = True  # checked against the real CLI
     display = "copilot"
     tool = "copilot"
@@ -140,8 +141,7 @@ class Copilot(Adapter):
             "; plan mode works without tool permissions",
         )
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
-        if opts["session"] is not None and not js_trim(opts["session"]):
-            raise Usage("--session must not be empty")
+        check_filled(opts, "session", "--session")
         check_shell_tokens(opts, ("model", "effort", "session"))
         check_choice(opts, "effort", "--effort", registry.COPILOT_EFFORT)
         self.watchdog_ms(opts)
@@ -217,9 +217,6 @@ class Copilot(Adapter):
             "resumed": resumed(opts),
             "sessionId": state.session_id,
         }
-
-    def id_fields(self, state: State) -> dict:
-        return {}
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         lines = []

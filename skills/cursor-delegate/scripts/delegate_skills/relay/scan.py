@@ -54,6 +54,21 @@ class Utf8Stream:
         return self._decoder.decode(b"", final=True)
 
 
+def feed_file(path: str, feed: Callable[[str], None], size: int = 65_536) -> None:
+    """Hand a file's text to `feed` in pieces of `size` bytes (a file of any size).
+
+    A file that cannot be read, or stops being readable, feeds what was read.
+    """
+    decoder = Utf8Stream()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(size):
+                feed(decoder.decode(chunk))
+    except OSError:
+        return
+    feed(decoder.flush())
+
+
 class ObjectScanner:
     """Every top-level JSON object in a text stream, handed to `on_object`.
 
@@ -183,6 +198,48 @@ class ObjectScanner:
         self._index = pos
 
 
+def _newlines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+class LineSplitter:
+    """The whole lines of a text stream, each handed to `on_line` without its break.
+
+    Lines end at "\\n", or at each match of `breaks`. At most `limit`
+    characters of a line that has not ended are held (`partial`): past that,
+    the held text goes to `on_overflow` (dropped when there is none), and the
+    rest of that line later arrives as a line of its own.
+    """
+
+    def __init__(
+        self,
+        on_line: Callable[[str], None],
+        on_overflow: Callable[[str], None] | None = None,
+        limit: int = MAX_BUFFERED_CHARS,
+        breaks=None,
+    ) -> None:
+        self._on_line = on_line
+        self._on_overflow = on_overflow
+        self._limit = limit
+        self._split = _newlines if breaks is None else breaks.split
+        self.partial = ""
+
+    def feed(self, text: str) -> None:
+        lines = self._split(self.partial + text)
+        self.partial = lines.pop()
+        for line in lines:
+            self._on_line(line)
+        if len(self.partial) > self._limit:
+            held, self.partial = self.partial, ""
+            if self._on_overflow is not None:
+                self._on_overflow(held)
+
+    def take(self) -> str:
+        """The held text of an unended line, let go (the stream is over)."""
+        held, self.partial = self.partial, ""
+        return held
+
+
 class LineScanner:
     """One JSON value per line; blank and non-JSON lines are skipped.
 
@@ -192,21 +249,14 @@ class LineScanner:
 
     def __init__(self, on_object: Callable[[dict], None]) -> None:
         self._on_object = on_object
-        self._buf = ""
+        self._lines = LineSplitter(self._emit)
 
     def feed(self, chunk: str) -> None:
-        if not chunk:
-            return
-        lines = (self._buf + chunk).split("\n")
-        self._buf = lines.pop()
-        for line in lines:
-            self._emit(line)
-        if len(self._buf) > MAX_BUFFERED_CHARS:
-            self._buf = ""
+        if chunk:
+            self._lines.feed(chunk)
 
     def finish(self) -> None:
-        line, self._buf = self._buf, ""
-        self._emit(line)
+        self._emit(self._lines.take())
 
     def _emit(self, line: str) -> None:
         text = line.strip()

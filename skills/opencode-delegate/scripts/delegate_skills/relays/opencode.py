@@ -42,6 +42,7 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
+from delegate_skills.relay.parts import is_number
 
 PLAN = "plan"
 #: OpenCode's own rules for reading: .env files stay behind a prompt (rejected headless).
@@ -265,7 +266,7 @@ class OpenCode(Adapter):
             _keep_part(state, part_id, text[-FINAL_LIMIT:] if isinstance(text, str) else "")
         elif event.get("type") == "step_finish":
             cost = part.get("cost")
-            if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            if is_number(cost):
                 state.cost += cost
                 state.saw_cost = True
 

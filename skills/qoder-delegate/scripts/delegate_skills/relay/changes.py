@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from ..gitmeta import RepoPaths
+from ..gitmeta import RepoPaths, repo_paths, run_git
 from .snapshot import SnapshotError, Snapshotter
 
 PATCH_NAME = "changes.patch"
@@ -27,6 +27,8 @@ PATCH_NAME = "changes.patch"
 PATCH_LIMIT = 64 * 1024 * 1024
 STATUS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "typechange"}
 GITLINK = "160000"
+#: How deep `nested_records` follows repositories nested in dirty repositories.
+NESTED_DEPTH = 8
 
 
 class ChangeRecord:
@@ -86,6 +88,35 @@ class ChangeRecord:
         if not self.ready:
             return None, self.problem or "the work tree could not be snapshotted"
         return describe(self.snapshots.git(), self.before, self.after, run_dir)
+
+
+def nested_records(cwd: str, scratch: str, depth: int = 0) -> list[ChangeRecord]:
+    """A change record inside each repository (submodule or nested repo) git lists as dirty.
+
+    git reports a dirty submodule as one entry however often its files change;
+    only a look inside it shows an edit to a file that was already dirty.
+    """
+    root = repo_paths(cwd).toplevel
+    out = run_git(cwd, "status", "--porcelain", "-z") if root else None
+    if root is None or not out or depth >= NESTED_DEPTH:
+        return []
+    found = []
+    for entry in out.split(b"\0"):
+        if len(entry) < 4:
+            continue
+        inner = os.path.join(root, os.fsdecode(entry[3:]).rstrip("/"))
+        if os.path.islink(inner) or not os.path.isdir(inner):
+            continue
+        paths = repo_paths(inner)
+        if paths.toplevel is None or os.path.realpath(paths.toplevel) != os.path.realpath(inner):
+            continue  # a plain directory of this same repository
+        where = os.path.join(scratch, f"nested-{depth}-{len(found)}")
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        record = ChangeRecord(paths, where, None)
+        record.begin()
+        found.append(record)
+        found += nested_records(inner, scratch, depth + 1)
+    return found
 
 
 def describe(git, before: str, after: str, run_dir=None) -> tuple[dict | None, str | None]:

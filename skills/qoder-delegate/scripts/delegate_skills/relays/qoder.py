@@ -13,26 +13,32 @@ is reported as failed, never as a read-only run.
 
 from __future__ import annotations
 
-import re
-
 from delegate_skills import registry
-from delegate_skills.jsjson import js_trim
 from delegate_skills.relay.adapter import State, TextTail
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
+    check_count,
     check_exclusive,
+    check_filled,
     check_token,
-    switch_flag,
     timeout_ms,
     value_flag,
 )
 from delegate_skills.relay.parts import (
     ArgvBriefAdapter,
+    ResultState,
     add_dir_args,
     add_dir_flag,
+    event_session,
+    first_set,
     is_init,
+    read_only_flag,
+    read_result_event,
+    resume_args,
+    resume_last_flag,
     resume_lines,
+    resumed,
     text_blocks,
 )
 
@@ -48,11 +54,10 @@ READ_TOOLS = ("Read", "Grep", "Glob")
 #: The mode a read-only run is started in: anything beyond the readers asks, and
 #: a headless run has no one to answer.
 READ_ONLY_MODE = "default"
-_CONTEXT_WINDOW = re.compile(r"[1-9][0-9]*")
 TOO_BIG = "brief is {kb}KB; keep large context in workspace files instead of argv"
 
 
-class QoderState(State):
+class QoderState(ResultState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.model: str | None = None
@@ -61,19 +66,8 @@ class QoderState(State):
         self.chunks = TextTail("\n\n")
         self.deltas = TextTail()
         self.result_text = ""
-        self.saw_result = False
-        self.subtype: str | None = None
-        self.is_error = False
-        self.usage: dict | None = None
         self.errors: list = []
         self.denials: list = []
-
-
-def _first(mapping: dict, *keys: str):
-    for key in keys:
-        if mapping.get(key) is not None:
-            return mapping[key]
-    return None
 
 
 class Qoder(ArgvBriefAdapter):
@@ -115,7 +109,7 @@ class Qoder(ArgvBriefAdapter):
             "Continue this qodercli session id (--resume <id>).",
             flagged=False,
         ),
-        switch_flag("--resume-last", "resumeLast", "Continue the most recent session (-c)."),
+        resume_last_flag("Continue the most recent session (-c)."),
         add_dir_flag("Extra workspace directory (repeatable; relative to --cd)."),
         value_flag(
             "--permission-mode",
@@ -124,12 +118,7 @@ class Qoder(ArgvBriefAdapter):
             "default | accept_edits | auto | bypass_permissions | dont_ask "
             "(default: auto; for a read-only run use --read-only).",
         ),
-        switch_flag(
-            "--read-only",
-            "readOnly",
-            "Read, Grep and Glob only, no MCP servers.",
-            flagged=True,
-        ),
+        read_only_flag("Read, Grep and Glob only, no MCP servers."),
     )
 
     def defaults(self) -> dict:
@@ -144,14 +133,10 @@ class Qoder(ArgvBriefAdapter):
 
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("resume", "--resume"))
-        if opts["resume"] is not None and not js_trim(opts["resume"]):
-            raise Usage("--resume must not be empty")
+        check_filled(opts, "resume", "--resume")
         check_token(opts, "resume", "--resume", SESSION)
-        if opts["model"] is not None and not js_trim(opts["model"]):
-            raise Usage("--model must not be empty")
-        window = opts["contextWindow"]
-        if window is not None and _CONTEXT_WINDOW.fullmatch(window) is None:
-            raise Usage("--context-window must be a positive integer")
+        check_filled(opts, "model", "--model")
+        check_count(opts, "contextWindow", "--context-window must be a positive integer")
         mode = opts["permissionMode"]
         if mode is not None and mode not in registry.QODER_PERMISSION:
             raise Usage(f"unsupported --permission-mode: {mode}")
@@ -183,9 +168,6 @@ class Qoder(ArgvBriefAdapter):
                 "(the brief is a command-line argument); begin it with a word"
             )
 
-    def read_only(self, opts: dict) -> bool:
-        return opts["readOnly"]
-
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = ["--output-format", "stream-json"]
         if opts["readOnly"]:
@@ -193,10 +175,7 @@ class Qoder(ArgvBriefAdapter):
             argv += ["--tools", ",".join(READ_TOOLS), "--strict-mcp-config"]
         else:
             argv += ["--permission-mode", opts["permissionMode"]]
-        if opts["resume"]:
-            argv += ["--resume", opts["resume"]]
-        elif opts["resumeLast"]:
-            argv.append("-c")
+        argv += resume_args(opts, ("-c",), session="resume")
         if opts["model"]:
             argv += ["--model", opts["model"]]
         if opts["contextWindow"]:
@@ -209,16 +188,14 @@ class Qoder(ArgvBriefAdapter):
         return QoderState(opts)
 
     def on_event(self, state: QoderState, event: dict) -> None:
-        session = _first(event, "session_id", "sessionId")
-        if session is None and isinstance(event.get("session"), dict):
-            session = event["session"].get("id")
+        session = event_session(event)
         if isinstance(session, str):
             state.session_id = session
         kind = event.get("type")
         if is_init(event):
             if isinstance(event.get("model"), str):
                 state.model = event["model"]
-            mode = _first(event, "permissionMode", "permission_mode")
+            mode = first_set(event, "permissionMode", "permission_mode")
             if isinstance(mode, str):
                 state.permission_mode = mode
             if isinstance(event.get("tools"), list):
@@ -228,10 +205,7 @@ class Qoder(ArgvBriefAdapter):
             content = message.get("content") if isinstance(message, dict) else None
             if content is None:
                 content = event.get("content")
-            if isinstance(content, str):
-                state.chunks.append(content)
-            else:
-                state.chunks.extend(text_blocks(content))
+            state.chunks.extend(text_blocks(content))
         if kind == "content_block_delta":
             delta = event.get("delta")
             if isinstance(delta, dict) and isinstance(delta.get("text"), str):
@@ -240,10 +214,10 @@ class Qoder(ArgvBriefAdapter):
             self._on_result(state, event)
 
     def _on_result(self, state: QoderState, event: dict) -> None:
-        state.saw_result = True
-        state.subtype = event["subtype"] if isinstance(event.get("subtype"), str) else None
-        state.is_error = event.get("is_error") is True or event.get("status") == "error"
-        text = _first(event, "result", "final_message", "finalMessage")
+        # The outcome, subtype and usage as Claude-style result events carry them.
+        read_result_event(state, event)
+        state.is_error = state.is_error or event.get("status") == "error"
+        text = first_set(event, "result", "final_message", "finalMessage")
         message = event.get("message")
         if isinstance(text, str):
             state.result_text = text
@@ -251,8 +225,6 @@ class Qoder(ArgvBriefAdapter):
             state.result_text = message
         elif not state.result_text and isinstance(message, dict):
             state.result_text = "\n\n".join(text_blocks(message.get("content")))
-        if isinstance(event.get("usage"), dict):
-            state.usage = event["usage"]
         if isinstance(event.get("errors"), list):
             state.errors = event["errors"]
         if isinstance(event.get("permission_denials"), list):
@@ -292,7 +264,7 @@ class Qoder(ArgvBriefAdapter):
             "permissionMode": opts["permissionMode"],
             "readOnly": opts["readOnly"],
             "toolSurface": list(READ_TOOLS) if opts["readOnly"] else None,
-            "resumed": bool(opts["resumeLast"] or opts["resume"]),
+            "resumed": resumed(opts, "resume"),
         }
 
     def id_fields(self, state: QoderState) -> dict:
