@@ -1,49 +1,42 @@
 """Aider (`aider --message-file`): brief by file, plain-text stdout as the report.
 
-Aider commits on its own by default; every run here pins `--no-auto-commits`
-and `--no-dirty-commits` (with the other fixed switches in PINS), and nothing
-the relay accepts, flag or lane, can take them away. `--yes-always` answers
-aider's questions, `--no-suggest-shell-commands` keeps it from proposing
-commands to run.
+Every run pins the switches in PINS, which nothing the relay accepts, flag or
+lane, can take away: aider's own commits are off (`--no-auto-commits`,
+`--no-dirty-commits`), `--yes-always` answers its questions and
+`--no-suggest-shell-commands` keeps it from proposing commands.
 
-`--read-only` is aider's `--dry-run`, which still writes its chat history and
-repo-map cache into the repository. A read-only run therefore points the
-history files into the run dir and passes `--map-tokens 0`, the only switch
-that keeps `.aider.tags.cache.v4/` from being created (aider 0.86.2 has no
-flag to move it). Resuming copies the repository's chat history into the run
-dir first, so `--restore-chat-history` still has something to restore. Two
-more dry-run writes are headed off: outside a git work tree `--no-git` keeps
-aider from running `git init` there, and a repository with no git identity
-gets one through GIT_CONFIG_* variables instead of aider writing a
-placeholder into its .git/config.
+`--read-only` is aider's `--dry-run`, which still writes its histories and
+repo-map cache into the repository: a read-only run keeps the histories in the
+run dir (a resume first copies the repository's chat history there) and passes
+`--map-tokens 0`, the only switch that keeps `.aider.tags.cache.v4/` away
+(aider 0.86.2 cannot move it). Outside a git work tree `--no-git` stops a `git
+init`; a repository with no git identity gets one through GIT_CONFIG_*
+variables instead of aider writing a placeholder into its .git/config.
 
-Aider exits 0 even when it never reached a model. Its output is scanned, line
-by line as it arrives, for the failures it prints (litellm errors, missing
-keys, unreachable endpoints); a report that merely mentions an API key does
-not count. stdout is copied whole to stdout.txt; memory keeps only its tail.
+Aider exits 0 even when it never reached a model, so its output is scanned line
+by line for the failures it prints (litellm errors, missing keys, unreachable
+endpoints); a report that merely mentions an API key does not count. stdout is
+copied whole to stdout.txt; memory keeps only its tail.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 
 from delegate_skills import gitmeta
 from delegate_skills.errors import UserError
-from delegate_skills.jsjson import js_trim
 from delegate_skills.reading import read_limited
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.engine import STDERR_NAME
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 from delegate_skills.relay.parts import (
-    STDOUT_NAME,
     StdoutReportAdapter,
     StdoutState,
     read_only_flag,
     resume_last_flag,
 )
-from delegate_skills.relay.scan import LineSplitter, feed_file
+from delegate_skills.relay.scan import JS_LINE_BREAKS, PatternWatch, feed_file
 
 #: Switches every run gets, in this order. None of them can be turned off.
 PINS = (
@@ -60,8 +53,6 @@ PINS = (
 )
 #: Relay flags whose value becomes its own aider argument.
 OPTION_VALUES = (("--model", "model"), ("--api-base", "apiBase"), ("--edit-format", "editFormat"))
-#: The result's `error` when there is no aider to run.
-UNAVAILABLE = "`aider` was not found on PATH; nothing was dispatched"
 #: Where a read-only run keeps aider's history files (in the run dir).
 CHAT_HISTORY = "aider.chat.history.md"
 INPUT_HISTORY = "aider.input.history"
@@ -94,51 +85,12 @@ _FAILURES = tuple(
         r"(?:model|endpoint|server|host|API|provider|https?:)",
     )
 )
-#: Where a line ends, as JavaScript's multiline `^` sees it.
-_LINE_BREAK = re.compile("[\r\n\u2028\u2029]")
-
-
-class FailureWatch:
-    """Finds aider's failure lines in a text stream, holding at most one line."""
-
-    def __init__(self) -> None:
-        self.found: dict[int, str] = {}
-        self._lines = LineSplitter(self._whole_line, self._cut_line, MAX_LINE_CHARS, _LINE_BREAK)
-        #: The held line was cut at MAX_LINE_CHARS: its rest is not a line to examine.
-        self._overlong = False
-
-    def feed(self, text: str) -> None:
-        self._lines.feed(text)
-
-    def end_line(self) -> None:
-        self.feed("\n")
-
-    def _whole_line(self, line: str) -> None:
-        self._line(line)
-        self._overlong = False
-
-    def _cut_line(self, line: str) -> None:
-        self._line(line)
-        self._overlong = True
-
-    def _line(self, line: str) -> None:
-        if self._overlong or len(self.found) == len(_FAILURES):
-            return
-        for index, pattern in enumerate(_FAILURES):
-            if index not in self.found:
-                match = pattern.match(line)
-                if match:
-                    self.found[index] = js_trim(match.group(0))
-
-    @property
-    def failure(self) -> str | None:
-        return self.found[min(self.found)] if self.found else None
 
 
 class AiderState(StdoutState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
-        self.watch = FailureWatch()
+        self.watch = PatternWatch(_FAILURES, MAX_LINE_CHARS, JS_LINE_BREAKS)
         self.verdict: str | None = None
         self.judged = False
 
@@ -178,6 +130,8 @@ class Aider(StdoutReportAdapter):
     default_timeout = "30m"
     brief_via = "file"
     path_fields = ("brief", "final", "stderr")
+    note_dropped = True
+    unavailable_error = "`aider` was not found on PATH; nothing was dispatched"
     flags = (
         value_flag(
             "--api-base",
@@ -220,19 +174,6 @@ class Aider(StdoutReportAdapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "apiBase": None,
-            "editFormat": None,
-            "architect": False,
-            "files": [],
-            "reads": [],
-            "subtreeOnly": False,
-            "readOnly": False,
-            "resumeLast": False,
-            "historyFile": None,
-        }
-
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("architect", "--architect"), ("editFormat", "--edit-format"))
         for field in ("files", "reads"):
@@ -250,7 +191,7 @@ class Aider(StdoutReportAdapter):
     def child_env(self, opts: dict) -> dict[str, str]:
         env = dict(os.environ)
         if opts["readOnly"]:
-            _lend_identity(env, opts["cd"])
+            gitmeta.lend_config(env, opts["cd"], READ_ONLY_IDENTITY)
         return env
 
     def extra_artifacts(self, opts: dict, run) -> dict[str, bytes]:
@@ -264,11 +205,6 @@ class Aider(StdoutReportAdapter):
         if not opts["historyFile"]:
             artifacts[CHAT_HISTORY] = chat
         return artifacts
-
-    def launcher(self, opts: dict, env: dict[str, str]) -> list[str] | None:
-        # Looked up here so a missing aider is known as such: its result says so in `error`.
-        opts["_aiderMissing"] = shutil.which(self.binary, path=env.get("PATH")) is None
-        return None if opts["_aiderMissing"] else [self.binary]
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = list(PINS)
@@ -310,16 +246,6 @@ class Aider(StdoutReportAdapter):
         state.watch.feed(text)
         super().on_text(state, text)
 
-    def final_message(self, state: AiderState, run) -> str:
-        report = js_trim(state.stdout.text())
-        dropped = state.stdout.dropped
-        if dropped and report:
-            return (
-                f"[the first {dropped} characters of aider's output are left out here; "
-                f"{run.file(STDOUT_NAME)} has all of it]\n{report}"
-            )
-        return report
-
     def failure(self, state: AiderState) -> str | None:
         if not state.judged:
             state.judged = True
@@ -329,7 +255,7 @@ class Aider(StdoutReportAdapter):
                 # stderr.txt can be any size: it is read in pieces.
                 feed_file(state.run.file(STDERR_NAME), watch.feed)
             watch.end_line()
-            state.verdict = watch.failure
+            state.verdict = watch.first
         code, killed_by = state.exit_code, state.signal
         if state.verdict is not None:
             exited = "null" if code is None else code
@@ -355,9 +281,6 @@ class Aider(StdoutReportAdapter):
             "resumed": opts["resumeLast"],
         }
 
-    def trailing_fields(self, state: State) -> dict:
-        return {"error": UNAVAILABLE} if state.opts.get("_aiderMissing") else {}
-
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         lines = []
         if opts["readOnly"]:
@@ -365,29 +288,6 @@ class Aider(StdoutReportAdapter):
         if opts["resumeLast"]:
             lines.append("mode: restored aider's chat history")
         return lines
-
-
-def _lend_identity(env: dict[str, str], cd: str) -> None:
-    """Give git a user name and email through `env` where it has none.
-
-    Aider writes a placeholder identity into the repository's .git/config when
-    git reports none, even on a dry run. A name and email passed as
-    GIT_CONFIG_* variables satisfy that check and change no file; a read-only
-    run never commits, so they never end up in history.
-    """
-    out = gitmeta.run_git(cd, "config", "--get-regexp", r"^user\.(name|email)$")
-    have = {line.split(" ", 1)[0] for line in os.fsdecode(out or b"").splitlines()}
-    missing = [(key, value) for key, value in READ_ONLY_IDENTITY if key not in have]
-    try:
-        count = int(env.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        return
-    for key, value in missing:
-        env[f"GIT_CONFIG_KEY_{count}"] = key
-        env[f"GIT_CONFIG_VALUE_{count}"] = value
-        count += 1
-    if missing:
-        env["GIT_CONFIG_COUNT"] = str(count)
 
 
 ADAPTER = Aider()

@@ -86,15 +86,6 @@ class Auggie(Adapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "readOnly": False,
-            "resumeLast": False,
-            "session": None,
-            "maxTurns": None,
-            "permissions": [],
-        }
-
     def validate(self, opts: dict) -> None:
         check_session(opts)
         check_model(opts, registry.SHELL_SAFE)

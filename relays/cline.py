@@ -108,13 +108,6 @@ class Cline(Adapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "provider": None,
-            "planMode": False,
-            "autoApprove": None,
-        }
-
     def validate(self, opts: dict) -> None:
         approve = opts["autoApprove"]
         if approve is not None and approve not in ("true", "false"):

@@ -1,21 +1,12 @@
 """Command Code (`cmd -p`): brief on stdin, NDJSON events, a guarded output directory.
 
-Headless Command Code has two states: without `--yolo` it withholds its write,
-edit and shell tools, with `--yolo` it allows everything. Write runs pass
-`--yolo`; read-only runs leave it out and add `--permission-mode plan`, and the
-tripwire checks the result. cmd can exit before its long last events reach the
-pipe, so the session id and the report are taken from the early events and
-`resultLine` says whether the closing result line arrived whole.
-
-An explicit --out-dir that already holds relay artifacts is used only when a
-delegate-relay result.json proves a relay run put them there.
+See `CommandCode.about` for its two states (--yolo, or plan without it). cmd
+can exit before its long last events reach the pipe, so the session id and the
+report come from the early events, and `resultLine` says whether the closing
+result line arrived whole.
 """
 
 from __future__ import annotations
-
-import os
-import re
-import sys
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
@@ -23,6 +14,7 @@ from delegate_skills.relay.adapter import Adapter, State, TextTail, resume_mode_
 from delegate_skills.relay.options import (
     SESSION,
     Usage,
+    check_count,
     check_exclusive,
     check_model,
     switch_flag,
@@ -31,23 +23,20 @@ from delegate_skills.relay.options import (
 from delegate_skills.relay.parts import (
     check_effort_token,
     check_keep_env,
-    clean_env_defaults,
     clean_env_fields,
     clean_env_flags,
     clean_environment,
     is_number,
     read_only_flag,
     resume_args,
+    session_flags,
     text_blocks,
     text_or_none,
 )
-from delegate_skills.relay.rundir import RESULT, artifact_stands, holds_relay_result
 from delegate_skills.relay.scan import LineSplitter, parse_json
 
 BIN_ENV = "COMMANDCODE_BIN"
 HEADLESS = ("-p", "--output-format", "json", "--skip-onboarding", "--no-auto-update", "-t")
-MAX_TURNS = re.compile(r"[1-9][0-9]{0,4}")
-ARTIFACTS = ("final.txt", "result.json", "brief.txt", "events.jsonl")
 #: Command Code's documented headless exit codes, and what to do about each.
 EXIT_HINTS = {
     3: "not authenticated — run `cmd login`, then re-dispatch",
@@ -78,7 +67,7 @@ class CommandCodeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = None
-        self.lines = LineSplitter(self._whole_line, self._cut_line)
+        self.lines = LineSplitter(self.line, self._cut_line)
         self.truncated = False
         self.deltas = TextTail()
         self.last_text = ""
@@ -88,10 +77,6 @@ class CommandCodeState(State):
         #: Why final.txt could not be created, once the relay has tried (None: it was fine).
         self.final_error: str | None = None
         self.final_tried = False
-
-    def _whole_line(self, line: str) -> None:
-        if line.strip():
-            self.line(line)
 
     def _cut_line(self, line: str) -> None:
         """A line cut short: past MAX_BUFFERED_CHARS, or unended when the run closed."""
@@ -182,6 +167,9 @@ class CommandCode(Adapter):
     )
     #: final.txt is the relay's to create, once, exclusively (see RunDir.create_final_once).
     child_writes_final = True
+    exit_hints = EXIT_HINTS
+    bin_env = BIN_ENV
+    guarded_artifacts = ("final.txt", "result.json", "brief.txt", "events.jsonl")
     flags = (
         value_flag(
             "--effort", "effort", "<level>", "Reasoning effort; the levels depend on the model."
@@ -199,86 +187,27 @@ class CommandCode(Adapter):
             "Turn cap, 1-99999 (cmd's default: 100; cmd exits 8 when it hits the cap).",
             flagged=False,
         ),
-        value_flag(
-            "--session",
-            "session",
-            "<id>",
-            "Continue this session (cmd --resume <id>); not with --continue-last.",
-            flagged=False,
-        ),
-        switch_flag(
-            "--continue-last",
-            "continueLast",
+        *session_flags(
             "Continue the most recent session (cmd --continue); prefer --session.",
+            "Continue this session (cmd --resume <id>); not with --continue-last.",
+            ("--continue-last", "continueLast"),
         ),
         *clean_env_flags("Command Code"),
     )
 
-    @property
-    def binary(self) -> str:
-        configured = os.environ.get(BIN_ENV) or ""
-        if not configured:
-            return self.impl.binary
-        if "/" in configured or "\\" in configured:
-            return os.path.abspath(configured)
-        return configured
-
-    def defaults(self) -> dict:
-        return {
-            "effort": None,
-            "readOnly": False,
-            "toolsAll": False,
-            "maxTurns": None,
-            "session": None,
-            "continueLast": False,
-            **clean_env_defaults(),
-        }
-
     def validate(self, opts: dict) -> None:
         check_effort_token(opts)
         check_model(opts, registry.SHELL_SAFE)
-        turns = opts["maxTurns"]
-        if turns is not None and MAX_TURNS.fullmatch(turns) is None:
-            raise Usage(f'invalid --max-turns "{turns}" (expected a positive integer up to 99999)')
+        expected = "expected a positive integer up to 99999"
+        check_count(
+            opts, "maxTurns", f'invalid --max-turns "{opts["maxTurns"]}" ({expected})', 99999
+        )
         check_keep_env(opts)
         self.watchdog_ms(opts)
         check_exclusive(opts, ("session", "--session"), ("continueLast", "--continue-last"))
         if opts["session"] is not None and not SESSION.accepts(opts["session"]):
             raise Usage("--session must be a session id (letters, digits, . _ : -)")
-        if sys.platform == "win32":
-            self._check_windows_binary()
-
-    def _check_windows_binary(self) -> None:
-        configured = os.environ.get(BIN_ENV) or ""
-        if not configured or not os.path.isabs(configured):
-            raise Usage(
-                "on Windows COMMANDCODE_BIN must be the absolute path of the Command Code "
-                "executable"
-            )
-        shell = os.environ.get("ComSpec") or os.environ.get("COMSPEC")  # noqa: SIM112
-
-        def key(path: str) -> str:
-            return os.path.realpath(path).lower()
-
-        if shell and key(self.binary) == key(shell):
-            raise Usage(
-                "COMMANDCODE_BIN points to the Windows command interpreter; set it to the "
-                "Command Code executable"
-            )
-
-    def check_out_dir(self, path: str) -> None:
-        try:
-            entries = set(os.listdir(path))
-        except OSError:
-            entries = set()
-        if RESULT not in entries and os.path.lexists(os.path.join(path, RESULT)):
-            raise Usage("--out-dir contains a case-aliased result.json artifact")
-        held = any(artifact_stands(path, name, entries) for name in ARTIFACTS)
-        if held and not holds_relay_result(path):
-            raise Usage(
-                "--out-dir contains relay artifacts without a prior "
-                f"{registry.RESULT_VERSION} result"
-            )
+        self.check_bin_env()
 
     def child_env(self, opts: dict) -> dict[str, str]:
         env = clean_environment(opts, (BIN_ENV,))
@@ -313,15 +242,11 @@ class CommandCode(Adapter):
     def final_message(self, state: CommandCodeState, run) -> str:
         final = state.result["finalText"] if state.result else ""
         text = js_trim(final or state.last_text or js_trim(state.deltas.text()))
-        self._persist_final(state, text)
+        if text and not state.final_tried and state.run is not None:
+            # The report goes to final.txt the first time there is one to write.
+            state.final_tried = True
+            state.final_error = state.run.create_final_once(text)
         return text
-
-    def _persist_final(self, state: CommandCodeState, text: str) -> None:
-        """Write the report to final.txt the first time there is one to write."""
-        if state.final_tried or not text or state.run is None:
-            return
-        state.final_tried = True
-        state.final_error = state.run.create_final_once(text)
 
     def failure(self, state: CommandCodeState) -> str | None:
         state.close()
@@ -366,11 +291,7 @@ class CommandCode(Adapter):
         }
 
     def summary_lines(self, opts: dict, state: CommandCodeState, result: dict) -> list[str]:
-        lines = []
-        hint = EXIT_HINTS.get(result["exitCode"])
-        if result["status"] == "failed" and hint:
-            lines.append(f"hint: {hint}")
-        lines.append(f"autonomy: {result['autonomy']}")
+        lines = [f"autonomy: {result['autonomy']}"]
         lines += resume_mode_lines(
             opts,
             "mode: continued most recent session",

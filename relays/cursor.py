@@ -99,14 +99,7 @@ class Cursor(Adapter):
         return "cursor_agent_unavailable"
 
     def defaults(self) -> dict:
-        return {
-            "readOnly": False,
-            "force": None,
-            "sandbox": None,
-            "session": None,
-            "resumeLast": False,
-            "addDirs": [],
-        }
+        return {**super().defaults(), "force": None}
 
     def validate(self, opts: dict) -> None:
         sandbox = opts["sandbox"]

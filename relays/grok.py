@@ -103,13 +103,7 @@ class Grok(Adapter):
     )
 
     def defaults(self) -> dict:
-        return {
-            "autonomy": "workspace-write",
-            "effort": None,
-            "maxTurns": None,
-            "resumeLast": False,
-            "session": None,
-        }
+        return {**super().defaults(), "autonomy": "workspace-write"}
 
     def validate(self, opts: dict) -> None:
         self.watchdog_ms(opts)

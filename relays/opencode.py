@@ -202,14 +202,7 @@ class OpenCode(Adapter):
     )
 
     def defaults(self) -> dict:
-        return {
-            "agent": "build",
-            "variant": None,
-            "auto": True,
-            "resumeLast": False,
-            "session": None,
-            "pure": False,
-        }
+        return {**super().defaults(), "agent": "build", "auto": True}
 
     def validate(self, opts: dict) -> None:
         check_model(opts, registry.SHELL_SAFE)

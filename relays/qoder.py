@@ -120,16 +120,6 @@ class Qoder(ArgvBriefAdapter):
         read_only_flag("Read, Grep and Glob only, no MCP servers."),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "contextWindow": None,
-            "resume": None,
-            "resumeLast": False,
-            "addDirs": [],
-            "permissionMode": None,
-            "readOnly": False,
-        }
-
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("resume", "--resume"))
         check_filled(opts, "resume", "--resume")

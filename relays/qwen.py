@@ -60,9 +60,6 @@ class Qwen(ApprovalModeAdapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {**super().defaults(), "openaiBaseUrl": None}
-
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = self.head_argv(opts)
         if opts["openaiBaseUrl"]:

@@ -137,19 +137,6 @@ class Vibe(Adapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "maxTurns": None,
-            "maxPrice": None,
-            "maxTokens": None,
-            "session": None,
-            "resumeLast": False,
-            "planOnly": False,
-            "fullAccess": False,
-            "enabledTools": [],
-            "disabledTools": [],
-        }
-
     def validate(self, opts: dict) -> None:
         for flag, field, kind in LIMITS:
             text = opts[field]

@@ -158,16 +158,6 @@ class Zcode(Adapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "mode": None,
-            "readOnly": False,
-            "disallowedTools": None,
-            "resumeLast": False,
-            "session": None,
-            "zcodePath": None,
-        }
-
     def apply_dial(self, opts: dict, field: str, value) -> None:
         opts["mode" if field == "permissionMode" else field] = value
 

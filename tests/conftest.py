@@ -255,3 +255,17 @@ def write_json(path: Path, document, raw: bytes | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(raw if raw is not None else node_bytes(document))
     return path
+
+
+@pytest.fixture(params=["linux", "posix"])
+def mechanisms(request, monkeypatch):
+    """Each test that uses this runs twice: with the relay's Linux mechanisms
+    (/proc, prctl, pidfd, cgroups, bubblewrap), and with all of them switched
+    off as on macOS (DELEGATE_RELAY_POSIX_ONLY=1, for this test and every
+    process it starts), so the POSIX fallbacks are exercised here too. The
+    process and read-only test modules use it for every test."""
+    if request.param == "posix":
+        monkeypatch.setenv("DELEGATE_RELAY_POSIX_ONLY", "1")
+    else:
+        monkeypatch.delenv("DELEGATE_RELAY_POSIX_ONLY", raising=False)
+    return request.param

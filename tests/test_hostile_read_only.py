@@ -19,6 +19,9 @@ import pytest
 from conftest import commit_all, fleet_doc, git, make_repo, write_json
 from relaykit import DETECT_ONLY, Bench
 
+#: Every test here runs with the Linux mechanisms and without them (conftest).
+pytestmark = pytest.mark.usefixtures("mechanisms")
+
 HAS_BWRAP = shutil.which("bwrap") is not None
 #: A relay whose CLI starts no sandbox of its own: ours applies to it as root too.
 UNSANDBOXED = "pi"
@@ -219,19 +222,32 @@ def test_a_write_in_a_submodules_git_dir_is_true(tmp_path):
 # ---------------------------------------------------------------- enforced
 
 
-def enforced(bench: Bench, actions: list, *flags: str) -> dict:
+#: Why a run with the Linux mechanisms switched off (conftest's `mechanisms`) has no sandbox.
+NO_LINUX = "bubblewrap enforcement needs Linux"
+
+
+def enforced(bench: Bench, actions: list, mechanisms: str, *flags: str) -> dict:
+    """A read-only run: sandboxed by bwrap, or, without the Linux mechanisms, detected only."""
     bench.script({"actions": actions})
     run = bench.relay("--read-only", *flags)
     result = run.result
+    if mechanisms == "posix":
+        assert result["readOnlyEnforced"] is None, result
+        assert result["readOnlyUnenforced"] == NO_LINUX
+        return result
     assert result["readOnlyEnforced"] == "bwrap", result
     assert "readOnlyUnenforced" not in result
     return result
 
 
 @needs_bwrap
-def test_bwrap_stops_a_write_to_the_work_tree(tmp_path):
+def test_bwrap_stops_a_write_to_the_work_tree(tmp_path, mechanisms):
     bench = prepared(tmp_path, key=UNSANDBOXED)
-    result = enforced(bench, [{"append": ["tracked.txt", "sneaky\n"]}])
+    result = enforced(bench, [{"append": ["tracked.txt", "sneaky\n"]}], mechanisms)
+    if mechanisms == "posix":  # the write lands, and is caught
+        assert result["readOnlyViolation"] is True
+        assert result["readOnlyChanges"] == ["tracked.txt"]
+        return
     assert (bench.work / "tracked.txt").read_text() == "original\n"
     assert result["exitCode"] != 0  # the fake died on its write
     assert result["readOnlyViolation"] is False
@@ -239,37 +255,48 @@ def test_bwrap_stops_a_write_to_the_work_tree(tmp_path):
 
 
 @needs_bwrap
-def test_bwrap_stops_an_approval_and_a_commit(tmp_path):
+def test_bwrap_stops_an_approval_and_a_commit(tmp_path, mechanisms):
     bench = prepared(tmp_path, key=UNSANDBOXED)
     approval = bench.work / ".git" / "delegate-skills" / "project-config.sha256"
-    enforced(bench, [{"mkdir": ".git/delegate-skills"}])
-    enforced(bench, [{"git": ["commit", "-q", "--allow-empty", "-m", "sneaky"]}])
+    made = enforced(bench, [{"mkdir": ".git/delegate-skills"}], mechanisms)
+    committed = enforced(
+        bench, [{"git": ["commit", "-q", "--allow-empty", "-m", "sneaky"]}], mechanisms
+    )
+    if mechanisms == "posix":  # both land, and both are caught
+        assert (made["readOnlyViolation"], committed["readOnlyViolation"]) == (True, True)
+        assert git(bench.work, "rev-list", "--count", "HEAD") == "2"
+        return
     assert not approval.exists()
     assert git(bench.work, "rev-list", "--count", "HEAD") == "1"
 
 
 @needs_bwrap
-def test_bwrap_stops_a_write_to_the_private_records(tmp_path):
+def test_bwrap_stops_a_write_to_the_private_records(tmp_path, mechanisms):
     bench = prepared(tmp_path, key=UNSANDBOXED)
     state = tmp_path / "state"
     bench.script({"actions": [{"write": [str(state / "delegate-skills" / "planted"), "x"]}]})
     run = bench.relay("--read-only", env=bench.fake.env(XDG_STATE_HOME=str(state)))
+    if mechanisms == "posix":  # outside the work tree: not enforced, and not seen (README)
+        assert run.result["readOnlyEnforced"] is None
+        assert (state / "delegate-skills" / "planted").exists()
+        return
     assert run.result["readOnlyEnforced"] == "bwrap"
     assert not (state / "delegate-skills" / "planted").exists()
 
 
 @needs_bwrap
-def test_the_run_dir_inside_the_repo_stays_writable(tmp_path):
+def test_the_run_dir_inside_the_repo_stays_writable(tmp_path, mechanisms):
     bench = prepared(tmp_path, key=UNSANDBOXED)
     bench.out = bench.work / "runs" / "one"
-    result = enforced(bench, [{"write": [str(bench.out / "notes.txt"), "the cli's own\n"]}])
+    notes = [{"write": [str(bench.out / "notes.txt"), "the cli's own\n"]}]
+    result = enforced(bench, notes, mechanisms)
     assert result["status"] == "completed", result
     assert (bench.out / "notes.txt").read_text() == "the cli's own\n"
     # A file the relay did not write is a change to the work tree, even in its run dir.
     assert result["readOnlyChanges"] == ["runs/one/notes.txt"]
 
 
-def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path):
+def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path, mechanisms):
     bench = prepared(tmp_path, key=UNSANDBOXED)
     bench.script({"actions": [{"append": ["tracked.txt", "x\n"]}]})
     git_dir = os.path.dirname(shutil.which("git"))
@@ -280,20 +307,24 @@ def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path):
     result = run.result
     assert result["readOnlyEnforced"] is None
     assert result["readOnlyUnenforced"] == (
-        "bwrap is not on PATH (install Debian's or Ubuntu's bubblewrap package)"
+        NO_LINUX
+        if mechanisms == "posix"
+        else "bwrap is not on PATH (install Debian's or Ubuntu's bubblewrap package)"
     )
     assert result["readOnlyViolation"] is True
     assert result["readOnlyChanges"] == ["tracked.txt"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for runs as root")
-def test_as_root_a_cli_with_its_own_sandbox_is_detect_only(tmp_path):
+def test_as_root_a_cli_with_its_own_sandbox_is_detect_only(tmp_path, mechanisms):
     bench = prepared(tmp_path)  # codex: its read-only sandbox is a bubblewrap of its own
     bench.script({})
     result = bench.relay("--read-only").result
     assert result["readOnlyEnforced"] is None
     assert result["readOnlyUnenforced"] == (
-        "Codex starts its own bubblewrap sandbox, which cannot start inside ours as root; "
+        NO_LINUX
+        if mechanisms == "posix"
+        else "Codex starts its own bubblewrap sandbox, which cannot start inside ours as root; "
         "run as a normal user to have it enforced"
     )
     assert result["readOnlyViolation"] is False  # proven by detection instead

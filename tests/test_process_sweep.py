@@ -6,8 +6,12 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from conftest import sweeping
 from fakes import alive, wait_for
+
+#: Every test here runs with the Linux mechanisms and without them (conftest).
+pytestmark = pytest.mark.usefixtures("mechanisms")
 
 #: Ignores SIGTERM and would run for ten minutes.
 DEAF = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"

@@ -10,6 +10,9 @@ import pytest
 from conftest import commit_all
 from relaykit import DETECT_ONLY, Bench
 
+#: Every test here runs with the Linux mechanisms and without them (conftest).
+pytestmark = pytest.mark.usefixtures("mechanisms")
+
 #: Relays with a read-only route, written out here (vibe's flag differs).
 RELAYS = {"codex": "--read-only", "claude": "--read-only", "vibe": "--plan-only"}
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from conftest import commit_all, fleet_doc, git, write_json
-from delegate_skills.relays import commandcode
 from fakes import Fake, alive, relay, wait_for
 from relaykit import BRIEF, DETECT_ONLY, Bench, adapter, finish, read_pid
 
@@ -571,7 +570,7 @@ def test_a_case_aliased_result_is_refused(bench, monkeypatch):
             return real(path)
         return any(entry.lower() == name.lower() for entry in os.listdir(folder))
 
-    monkeypatch.setattr(commandcode.os.path, "lexists", case_insensitive)
+    monkeypatch.setattr(os.path, "lexists", case_insensitive)
     with pytest.raises(Usage) as refused:
         adapter("commandcode").check_out_dir(str(bench.out))
     assert str(refused.value) == "--out-dir contains a case-aliased result.json artifact"

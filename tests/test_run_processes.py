@@ -12,6 +12,9 @@ from conftest import commit_all, delegate
 from fakes import alive, wait_for
 from relaykit import DETECT_ONLY, SHORT_GRACE, Bench, finish, read_pid
 
+#: Every test here runs with the Linux mechanisms and without them (conftest).
+pytestmark = pytest.mark.usefixtures("mechanisms")
+
 
 def left_behind(bench: Bench, **grand) -> dict:
     """A run whose implementer starts a grandchild and exits 0 at once."""
@@ -88,7 +91,7 @@ def test_sigquit_and_sigusr1_abort_like_sigterm(tmp_path, signame):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux")
-def test_a_sigkilled_relay_takes_its_implementer_and_runs_wait_ends_the_rest(tmp_path):
+def test_a_sigkilled_relay_takes_its_implementer_and_runs_wait_ends_the_rest(tmp_path, mechanisms):
     bench = Bench(tmp_path, "codex")
     bench.script(
         {
@@ -100,22 +103,26 @@ def test_a_sigkilled_relay_takes_its_implementer_and_runs_wait_ends_the_rest(tmp
         }
     )
     proc = bench.start()
-    grand = 0
+    grand = child = 0
     try:
         child = read_pid(bench.pid_file("child.pid"))
         grand = read_pid(bench.pid_file("grand.pid"))
         wait_for(lambda: "group" in json.loads((bench.out / "run.json").read_text()))
         proc.kill()
         proc.wait(timeout=30)
-        wait_for(lambda: not alive(child), timeout=10)
+        if mechanisms == "linux":  # the parent-death signal; POSIX has none
+            wait_for(lambda: not alive(child), timeout=10)
         shown = delegate("runs", "show", str(bench.out), "--json")
         assert json.loads(shown.out)["status"] == "orphaned", shown
         waited = delegate("runs", "wait", str(bench.out), "--json", timeout=60)
         assert waited.code == 1, waited
         assert json.loads(waited.out)["status"] == "lost"
         assert not alive(grand)
+        assert not alive(child)
     finally:
         proc.kill()
+        if alive(child):
+            os.kill(child, signal.SIGKILL)
         if grand and alive(grand):
             os.kill(grand, signal.SIGKILL)
 

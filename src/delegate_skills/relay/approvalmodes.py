@@ -79,15 +79,6 @@ class ApprovalModeAdapter(Adapter):
     def resume_latest_text(self) -> str:
         return " ".join((self.binary, *self.latest_args))
 
-    def defaults(self) -> dict:
-        return {
-            "permissionMode": None,
-            "readOnly": False,
-            "resumeLast": False,
-            "session": None,
-            "addDirs": [],
-        }
-
     def apply_dial(self, opts: dict, field: str, value) -> None:
         # A read-only lane resolves to `permissionMode: plan`: the read-only route.
         if field == "permissionMode" and value == PLAN:

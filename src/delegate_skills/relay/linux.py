@@ -41,6 +41,20 @@ def stat_fields(pid: int | str) -> list[bytes] | None:
         return None
 
 
+def is_zombie(pid: int) -> bool | None:
+    """Whether `pid` has exited and waits to be reaped: /proc on Linux, else `ps`.
+
+    None when neither can tell (no such process, or no `ps`).
+    """
+    fields = stat_fields(pid)
+    if fields:
+        return fields[0] in (b"Z", b"X")
+    for proc in _ps_table() if not enabled() else []:
+        if proc.pid == pid:
+            return proc.dead
+    return None
+
+
 def process_start(pid: int) -> str | None:
     """The kernel's start time of `pid`, to tell a process from a later one with its pid."""
     fields = stat_fields(pid)
@@ -80,21 +94,28 @@ def processes() -> list[Proc]:
 
 
 def _ps_table() -> list[Proc]:
+    """Every process `ps` sees, except that `ps` itself (a child of the caller's)."""
     import subprocess
 
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             ["ps", "-A", "-o", "pid=,ppid=,pgid=,stat="],
-            capture_output=True,
-            timeout=10,
-            check=False,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
+        return []
+    try:
+        out, _ = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return []
     table = []
-    for line in done.stdout.decode("ascii", "replace").splitlines():
+    for line in out.decode("ascii", "replace").splitlines():
         parts = line.split()
-        if len(parts) >= 4 and all(p.isdigit() for p in parts[:3]):
+        if len(parts) >= 4 and all(p.isdigit() for p in parts[:3]) and int(parts[0]) != proc.pid:
             table.append(Proc(int(parts[0]), int(parts[1]), int(parts[2]), parts[3]))
     return table
 

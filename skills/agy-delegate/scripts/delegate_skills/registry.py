@@ -67,6 +67,9 @@ class Pattern:
     def search(self, text: str):
         return self.compiled().search(text)
 
+    def split(self, text: str) -> list[str]:
+        return self.compiled().split(text)
+
 
 def _class_chars(body: str) -> frozenset[str]:
     """The characters of a regex class body such as `A-Za-z0-9._:@/\\[\\]-`."""
@@ -646,6 +649,13 @@ def parse_timeout_ms(value: str) -> int | None:
     if ms <= 0 or ms > MAX_TIMER_MS:
         return None
     return ms
+
+
+def format_duration(ms: int) -> str:
+    """Whole seconds of `ms` as an h/m/s duration, the form parse_timeout_ms reads: "31m"."""
+    seconds = ms // 1000
+    parts = ((seconds // 3600, "h"), (seconds // 60 % 60, "m"), (seconds % 60, "s"))
+    return "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
 
 
 def dial_help(dial: str) -> str:

@@ -308,3 +308,26 @@ class BoundGit:
     def out(self, *args: str, **kw) -> bytes | None:
         done = self.run(*args, **kw)
         return done.out if done.ok else None
+
+
+def lend_config(env: dict[str, str], cwd: str, pairs: tuple[tuple[str, str], ...]) -> None:
+    """Give git each (key, value) of `pairs` through `env` where the repository has none.
+
+    GIT_CONFIG_COUNT/KEY_n/VALUE_n set a value for every git the process with
+    `env` starts, and change no file: a CLI that would otherwise write a
+    missing setting (a placeholder identity) into .git/config finds it set.
+    """
+    keys = "|".join(key.replace(".", r"\.") for key, _ in pairs)
+    out = run_git(cwd, "config", "--get-regexp", f"^({keys})$")
+    have = {line.split(" ", 1)[0] for line in os.fsdecode(out or b"").splitlines()}
+    missing = [(key, value) for key, value in pairs if key not in have]
+    try:
+        count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        return
+    for key, value in missing:
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    if missing:
+        env["GIT_CONFIG_COUNT"] = str(count)

@@ -18,12 +18,12 @@ import os
 import re
 
 from delegate_skills import registry
+from delegate_skills.jsjson import js_trim
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import State, session_lines
 from delegate_skills.relay.changes import ChangeRecord, nested_records
 from delegate_skills.relay.engine import STDERR_NAME
 from delegate_skills.relay.options import (
-    Flag,
     Usage,
     check_choice,
     check_exclusive,
@@ -43,6 +43,7 @@ from delegate_skills.relay.parts import (
     resumed,
     skip_permissions_flag,
 )
+from delegate_skills.relay.scan import first_group
 
 LOG = "agy.log"
 DEFAULT_PRINT_TIMEOUT = "30m"
@@ -77,23 +78,8 @@ _CONVERSATION_ID = tuple(
 )
 
 
-def _duration(ms: int) -> str:
-    """`ms` (whole seconds) as an h/m/s duration: 1860000 → "31m"."""
-    seconds = ms // 1000
-    parts = ((seconds // 3600, "h"), (seconds // 60 % 60, "m"), (seconds % 60, "s"))
-    return "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
-
-
 def _read(path: str) -> str:
     return part_of_file(path, _READ_CAP).decode("utf-8", errors="replace")
-
-
-def _first_match(patterns: tuple[re.Pattern, ...], text: str) -> str | None:
-    for pattern in patterns:
-        found = pattern.search(text)
-        if found:
-            return found.group(1)
-    return None
 
 
 class AgyState(StdoutState):
@@ -128,6 +114,7 @@ class Agy(StdoutReportAdapter):
     )
     brief_via = "argv"
     timeout_message = TIMEOUT_MESSAGE
+    timeout_help = "Relay watchdog as h/m/s (default: --print-timeout plus 60s)."
     path_fields = ("brief", "final", ("logPath", LOG), "stderr")
     flags = (
         value_flag("--effort", "effort", "<level>", "low | medium | high"),
@@ -166,29 +153,8 @@ class Agy(StdoutReportAdapter):
         add_dir_flag("Another directory agy may use (repeatable; relative to --cd).", "addDir"),
     )
 
-    def flag_table(self) -> tuple[Flag, ...]:
-        # Same --timeout, with help that names agy's own default.
-        watchdog = value_flag(
-            "--timeout",
-            "timeout",
-            "<dur>",
-            "Relay watchdog as h/m/s (default: --print-timeout plus 60s).",
-        )
-        return tuple(watchdog if f.name == "--timeout" else f for f in super().flag_table())
-
     def defaults(self) -> dict:
-        return {
-            "effort": None,
-            "project": None,
-            "newProject": False,
-            "resumeLast": False,
-            "conversation": None,
-            "sandbox": False,
-            "readOnly": False,
-            "dangerouslySkipPermissions": False,
-            "printTimeout": DEFAULT_PRINT_TIMEOUT,
-            "addDir": [],
-        }
+        return {**super().defaults(), "printTimeout": DEFAULT_PRINT_TIMEOUT}
 
     def validate(self, opts: dict) -> None:
         check_choice(opts, "effort", "--effort", registry.AGY_EFFORT)
@@ -208,10 +174,8 @@ class Agy(StdoutReportAdapter):
             raise Usage("--new-project cannot be combined with --resume-last or --conversation")
         if opts["timeout"] is None:
             # The engine names opts["timeout"] in its watchdog message; say where it came from.
-            opts["timeout"] = (
-                f"{_duration(print_ms + GRACE_MS)} (--print-timeout {opts['printTimeout']} "
-                "plus 60s grace)"
-            )
+            watchdog = registry.format_duration(print_ms + GRACE_MS)
+            opts["timeout"] = f"{watchdog} (--print-timeout {opts['printTimeout']} plus 60s grace)"
             opts["watchdogMs"] = print_ms + GRACE_MS
 
     def watchdog_ms(self, opts: dict) -> int | None:
@@ -270,9 +234,6 @@ class Agy(StdoutReportAdapter):
         argv.append(f"--print={run.brief}")
         return argv
 
-    def final_message(self, state: AgyState, run) -> str:
-        return state.stdout.text().strip()
-
     def failure(self, state: AgyState) -> str | None:
         stderr = _read(state.run.file(STDERR_NAME)) if state.run else ""
         denied = _DENIED.search(stderr)
@@ -282,7 +243,7 @@ class Agy(StdoutReportAdapter):
                 "--print cannot prompt; ask the human whether to re-dispatch with "
                 "--dangerously-skip-permissions and treat that run as full access"
             )
-        if not self.final_message(state, state.run) and not self._tree_changed(state):
+        if not js_trim(state.stdout.text()) and not self._tree_changed(state):
             return (
                 "agy ended without a final message or observable working-tree changes; "
                 "the relay cannot confirm this dispatch completed"
@@ -309,7 +270,7 @@ class Agy(StdoutReportAdapter):
 
     def _ids(self, state: AgyState) -> tuple[str | None, str | None]:
         log = _read(state.run.file(LOG)) if state.run else ""
-        return _first_match(_PROJECT_ID, log), _first_match(_CONVERSATION_ID, log)
+        return first_group(_PROJECT_ID, log), first_group(_CONVERSATION_ID, log)
 
     def after_version_fields(self, state: AgyState) -> dict:
         project, conversation = self._ids(state)

@@ -88,6 +88,20 @@ def switch_flag(name: str, dest: str, help: str, *, flagged: bool = False) -> Fl
     return Flag(name, sets={dest: True}, flags=(dest,) if flagged else (), help=help)
 
 
+def flag_defaults(flags: tuple[Flag, ...]) -> dict:
+    """Each flag's field before any flag is given: a value flag None, a list flag
+    [], a switch False. A field the first flag to name it leaves undefined (a
+    switch that sets something other than True) is the adapter's to give."""
+    found: dict = {}
+    for flag in flags:
+        if flag.dest is not None:
+            found.setdefault(flag.dest, [] if flag.append else None)
+        for field, value in flag.sets.items():
+            if value is True:
+                found.setdefault(field, False)
+    return found
+
+
 COMMON_FLAGS = (
     value_flag(
         "--brief",

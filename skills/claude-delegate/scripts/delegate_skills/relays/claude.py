@@ -135,17 +135,6 @@ class Claude(Adapter):
         skip_permissions_flag("Use Claude's bypassPermissions mode; not with --read-only."),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "effort": None,
-            "maxTurns": None,
-            "maxBudgetUsd": None,
-            "resumeLast": False,
-            "session": None,
-            "readOnly": False,
-            "dangerouslySkipPermissions": False,
-        }
-
     def validate(self, opts: dict) -> None:
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("session", "--session"))
         check_read_only_or_skip(opts, "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from .. import registry
+from ..jsjson import js_trim
 from .adapter import Adapter, State, TextTail, session_lines
 from .options import (
     ENV_NAME,
@@ -135,12 +136,17 @@ def resume_last_flag(help: str) -> Flag:
     return Flag("--resume-last", sets={"resumeLast": True}, help=help)
 
 
-def session_flags(last_help: str, session_help: str) -> tuple[Flag, Flag]:
-    """`--resume-last` and `--session <id>`, the usual pair of resume flags."""
-    return (
-        resume_last_flag(last_help),
-        Flag("--session", "session", metavar="<id>", help=session_help),
-    )
+def session_flags(
+    last_help: str, session_help: str, last: tuple[str, str] | None = None
+) -> tuple[Flag, Flag]:
+    """`--resume-last` and `--session <id>`, the usual pair of resume flags.
+
+    With `last` (flag, field), the switch is named so and comes after --session.
+    """
+    session = Flag("--session", "session", metavar="<id>", help=session_help)
+    if last is None:
+        return (resume_last_flag(last_help), session)
+    return (session, Flag(last[0], sets={last[1]: True}, help=last_help))
 
 
 def check_session(opts: dict) -> None:
@@ -309,8 +315,22 @@ class StdoutReportAdapter(Adapter):
     def new_state(self, opts: dict) -> State:
         return StdoutState(opts)
 
+    #: Whether a report whose start was let go says so first (and where all of it is).
+    note_dropped = False
+
     def on_text(self, state: StdoutState, text: str) -> None:
         state.stdout.append(text)
+
+    def final_message(self, state: StdoutState, run) -> str:
+        """stdout, trimmed as JavaScript trims it."""
+        report = js_trim(state.stdout.text())
+        dropped = state.stdout.dropped
+        if self.note_dropped and dropped and report:
+            return (
+                f"[the first {dropped} characters of {self.tool}'s output are left out here; "
+                f"{run.file(STDOUT_NAME)} has all of it]\n{report}"
+            )
+        return report
 
 
 # ---------------------------------------------------------------- pi's event protocol
@@ -343,15 +363,6 @@ class AgentEventsAdapter(Adapter):
 
     def new_state(self, opts: dict) -> State:
         return AgentState(opts)
-
-    def defaults(self) -> dict:
-        return {
-            "provider": None,
-            "session": None,
-            "resumeLast": False,
-            "readOnly": False,
-            "approve": False,
-        }
 
     def check_agent_options(self, opts: dict) -> None:
         """The resume forms exclude each other; provider, model and session are shell-safe."""

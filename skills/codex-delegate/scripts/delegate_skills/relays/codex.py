@@ -24,7 +24,6 @@ from delegate_skills.relay.options import (
 from delegate_skills.relay.parts import (
     check_effort_token,
     check_keep_env,
-    clean_env_defaults,
     clean_env_fields,
     clean_env_flags,
     clean_environment,
@@ -88,15 +87,7 @@ class Codex(Adapter):
     )
 
     def defaults(self) -> dict:
-        return {
-            "effort": None,
-            "sandbox": "workspace-write",
-            "sandboxConfigured": False,
-            "resumeLast": False,
-            "session": None,
-            **clean_env_defaults(),
-            "skipGitRepoCheck": False,
-        }
+        return {**super().defaults(), "sandbox": "workspace-write"}
 
     def apply_dial(self, opts: dict, field: str, value) -> None:
         opts[field] = value

@@ -90,7 +90,8 @@ def _hints(adapter: Adapter, result: dict) -> list[str]:
             'reports status "timeout" or "aborted" instead; inspect the working tree '
             "before re-dispatching."
         ]
-    return []
+    hint = adapter.exit_hints.get(result["exitCode"])
+    return [f"hint: {hint}"] if hint else []
 
 
 def _enforcement_line(result: dict) -> list[str]:

@@ -124,15 +124,6 @@ class Copilot(Adapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "effort": None,
-            "readOnly": False,
-            "allowAllTools": False,
-            "resumeLast": False,
-            "session": None,
-        }
-
     def validate(self, opts: dict) -> None:
         check_exclusive(
             opts,

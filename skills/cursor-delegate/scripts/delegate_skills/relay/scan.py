@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import codecs
 
+from ..jsjson import js_trim
 from ..registry import Pattern
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+#: Where a line ends, as JavaScript's multiline `^` sees it.
+JS_LINE_BREAKS = Pattern("[\r\n\u2028\u2029]")
 
 #: The most text kept for an object (or line) that has not ended yet.
 MAX_BUFFERED_CHARS = 1_048_576
@@ -264,3 +268,55 @@ class LineScanner:
             value = parse_json(text)
             if isinstance(value, dict):
                 self._on_object(value)
+
+
+class PatternWatch:
+    """Which of `patterns` match the start of a line of a text stream, and first where.
+
+    Holds at most `limit` characters of one line; the rest of a line cut there
+    is not examined. `first` is the earliest pattern (in the order given) that
+    matched any line, as the text it matched, trimmed.
+    """
+
+    def __init__(self, patterns, limit: int = MAX_BUFFERED_CHARS, breaks=None) -> None:
+        self.patterns = tuple(patterns)
+        self.found: dict[int, str] = {}
+        self._lines = LineSplitter(self._whole_line, self._cut_line, limit, breaks)
+        #: The held line was cut at `limit`: its rest is not a line to examine.
+        self._overlong = False
+
+    def feed(self, text: str) -> None:
+        self._lines.feed(text)
+
+    def end_line(self) -> None:
+        self.feed("\n")
+
+    def _whole_line(self, line: str) -> None:
+        self._line(line)
+        self._overlong = False
+
+    def _cut_line(self, line: str) -> None:
+        self._line(line)
+        self._overlong = True
+
+    def _line(self, line: str) -> None:
+        if self._overlong or len(self.found) == len(self.patterns):
+            return
+        for index, pattern in enumerate(self.patterns):
+            if index not in self.found:
+                match = pattern.match(line)
+                if match:
+                    self.found[index] = js_trim(match.group(0))
+
+    @property
+    def first(self) -> str | None:
+        return self.found[min(self.found)] if self.found else None
+
+
+def first_group(patterns, text: str) -> str | None:
+    """The first group of the first of `patterns` found anywhere in `text`."""
+    for pattern in patterns:
+        found = pattern.search(text)
+        if found:
+            return found.group(1)
+    return None

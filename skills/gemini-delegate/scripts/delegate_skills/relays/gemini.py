@@ -77,9 +77,6 @@ class Gemini(ApprovalModeAdapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {**super().defaults(), "skipTrust": False, "sandbox": False}
-
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = self.head_argv(opts)
         if opts["skipTrust"]:

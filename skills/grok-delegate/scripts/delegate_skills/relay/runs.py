@@ -104,8 +104,7 @@ def pid_alive(pid: object, start: object) -> bool:
     now = process_start(pid)
     if isinstance(start, str) and now is not None and now != start:
         return False
-    fields = linux.stat_fields(pid)
-    return fields[0] not in (b"Z", b"X") if fields else True
+    return linux.is_zombie(pid) is not True
 
 
 def _relay_of(run) -> tuple[object, object]:

@@ -12,9 +12,32 @@ tripwire, result.json and the summary) is the engine's.
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import registry
-from .options import COMMON_FLAGS, MODEL_FLAG, TAIL_FLAGS, Flag, check_model, timeout_ms
+from .options import (
+    COMMON_FLAGS,
+    MODEL_FLAG,
+    TAIL_FLAGS,
+    Flag,
+    Usage,
+    check_model,
+    flag_defaults,
+    timeout_ms,
+)
+from .rundir import RESULT, artifact_stands, holds_relay_result
+
+
+def _same_file_name(one: str, other: str) -> bool:
+    """Whether two paths name one file, as Windows compares names (case-insensitively)."""
+    return os.path.realpath(one).lower() == os.path.realpath(other).lower()
+
+
+def _with_help(flag: Flag, help: str) -> Flag:
+    """`flag` as it is, with other help text."""
+    return Flag(flag.name, flag.dest, metavar=flag.metavar, sets=flag.sets, append=flag.append,
+                flags=flag.flags, help=help, token=flag.token)  # fmt: skip
+
 
 #: The most assistant text a relay holds for its final message, in characters.
 FINAL_LIMIT = 1_048_576
@@ -119,6 +142,11 @@ class Adapter:
     tool: str | None = None
     #: Second half of the "not found on PATH" line.
     install_hint: str = ""
+    #: What to do about each of the CLI's documented exit codes: a `hint:` line
+    #: in the summary of a failed run that ended with that code.
+    exit_hints: dict[int, str] = {}  # noqa: RUF012 (read only)
+    #: The result's `error` when the CLI is not found ("": none, as most Node relays).
+    unavailable_error: str = ""
     #: One paragraph for --help: what the relay drives and what it can enforce.
     about: str = ""
     #: Report heading in the summary; the label when empty.
@@ -149,6 +177,8 @@ class Adapter:
     has_model_flag: bool = True
     default_timeout: str | None = None
     timeout_message: str | None = None
+    #: --timeout's help when the watchdog's default is the adapter's own ("": the usual).
+    timeout_help: str = ""
 
     #: "stdin" (piped), or anything else: the adapter puts it in argv itself.
     brief_via: str = "stdin"
@@ -187,9 +217,35 @@ class Adapter:
     def impl(self) -> registry.Implementer:
         return registry.BY_KEY[self.key]
 
+    #: An environment variable that may name the CLI's binary ("" for none): a
+    #: bare name is looked up on PATH, a path is made absolute.
+    bin_env: str = ""
+
     @property
     def binary(self) -> str:
-        return self.impl.binary
+        configured = os.environ.get(self.bin_env) or "" if self.bin_env else ""
+        if not configured:
+            return self.impl.binary
+        if "/" in configured or "\\" in configured:
+            return os.path.abspath(configured)
+        return configured
+
+    def check_bin_env(self) -> None:
+        """On Windows `bin_env` must hold the absolute path of the CLI, and not the shell's."""
+        if sys.platform != "win32" or not self.bin_env:
+            return
+        configured = os.environ.get(self.bin_env) or ""
+        if not configured or not os.path.isabs(configured):
+            raise Usage(
+                f"on Windows {self.bin_env} must be the absolute path of the {self.display} "
+                "executable"
+            )
+        shell = os.environ.get("ComSpec") or os.environ.get("COMSPEC")  # noqa: SIM112
+        if shell and _same_file_name(self.binary, shell):
+            raise Usage(
+                f"{self.bin_env} points to the Windows command interpreter; set it to the "
+                f"{self.display} executable"
+            )
 
     @property
     def unavailable_status(self) -> str:
@@ -198,12 +254,17 @@ class Adapter:
     # -- options --------------------------------------------------------------
 
     def defaults(self) -> dict:
-        """Option defaults beyond the common ones, in result order where it matters."""
-        return {}
+        """Option defaults beyond the common ones: by default what the flags imply
+        (see options.flag_defaults); an adapter adds the fields that start otherwise."""
+        return flag_defaults(self.flags)
 
     def flag_table(self) -> tuple[Flag, ...]:
         model = (MODEL_FLAG,) if self.has_model_flag else ()
-        return (*COMMON_FLAGS, *model, *self.flags, *TAIL_FLAGS)
+        tail = TAIL_FLAGS
+        if self.timeout_help:
+            tail = tuple(_with_help(f, self.timeout_help) if f.name == "--timeout" else f
+                         for f in tail)  # fmt: skip
+        return (*COMMON_FLAGS, *model, *self.flags, *tail)
 
     def apply_dial(self, opts: dict, field: str, value) -> None:
         """Set one lane dial that no explicit flag claimed."""
@@ -225,8 +286,26 @@ class Adapter:
     def check_brief(self, opts: dict, brief: str) -> None:
         """Checks that need the brief (size limits, resume-dependent rules)."""
 
+    #: Artifacts an explicit --out-dir may already hold only when a relay's
+    #: result.json there proves a relay run put them there (empty: no such rule).
+    guarded_artifacts: tuple[str, ...] = ()
+
     def check_out_dir(self, path: str) -> None:
         """Refuse an explicit --out-dir before anything is written (raise Usage)."""
+        if not self.guarded_artifacts:
+            return
+        try:
+            entries = set(os.listdir(path))
+        except OSError:
+            entries = set()
+        if RESULT not in entries and os.path.lexists(os.path.join(path, RESULT)):
+            raise Usage("--out-dir contains a case-aliased result.json artifact")
+        held = any(artifact_stands(path, name, entries) for name in self.guarded_artifacts)
+        if held and not holds_relay_result(path):
+            raise Usage(
+                "--out-dir contains relay artifacts without a prior "
+                f"{registry.RESULT_VERSION} result"
+            )
 
     def read_only(self, opts: dict) -> bool:
         """Whether this run is meant to change nothing (arms the sandbox and the tripwire)."""

@@ -72,9 +72,6 @@ class Kimi(ArgvBriefAdapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {"session": None, "resumeLast": False, "addDirs": [], "readOnly": False}
-
     def refuse_dials(self, lane: str, dials: dict) -> None:
         if dials.get("readOnly") is True:
             raise Usage(NO_READ_ONLY.format(lane=lane))

@@ -73,9 +73,6 @@ class Omp(AgentEventsAdapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {**super().defaults(), "thinking": None}
-
     def validate(self, opts: dict) -> None:
         self.check_agent_options(opts)
         check_choice(opts, "thinking", "--thinking", registry.OMP_THINKING)

@@ -833,7 +833,8 @@ class Relay:
     def _unavailable(self) -> int:
         adapter = self.adapter
         self._drop_unlaunched_worktree()
-        self._finish(adapter.unavailable_status, 127, None, final="")
+        error = adapter.unavailable_error or None
+        self._finish(adapter.unavailable_status, 127, None, error=error, final="")
         _say(f"`{adapter.binary}` not found on PATH. {adapter.install_hint}")
         return 127
 

@@ -119,16 +119,6 @@ class Warp(Adapter):
         ),
     )
 
-    def defaults(self) -> dict:
-        return {
-            "profile": None,
-            "name": None,
-            "conversation": None,
-            "skill": None,
-            "mcp": [],
-            "noSnapshot": False,
-        }
-
     def refuse_dials(self, lane: str, dials: dict) -> None:
         for field in dials:
             if field in UNHONOURED_DIALS:
