@@ -32,9 +32,9 @@ from delegate_skills.relay.parts import (
     ResultState,
     check_read_only_or_skip,
     event_session,
+    finite_number,
     first_set,
     is_init,
-    is_number,
     read_only_flag,
     resume_args,
     resume_lines,
@@ -86,10 +86,6 @@ def permission_mode(opts: dict) -> str:
     if opts["readOnly"]:
         return "plan"
     return "bypassPermissions" if opts["dangerouslySkipPermissions"] else "acceptEdits"
-
-
-def _number(value):
-    return value if is_number(value) and math.isfinite(value) else None
 
 
 class Claude(Adapter):
@@ -219,8 +215,8 @@ class Claude(Adapter):
         )
         state.final = event["result"] if isinstance(event.get("result"), str) else ""
         state.usage = event["usage"] if isinstance(event.get("usage"), dict) else None
-        state.cost = _number(first_set(event, "total_cost_usd", "cost_usd"))
-        state.num_turns = _number(first_set(event, "num_turns", "numTurns"))
+        state.cost = finite_number(first_set(event, "total_cost_usd", "cost_usd"))
+        state.num_turns = finite_number(first_set(event, "num_turns", "numTurns"))
 
     def final_message(self, state: State, run) -> str:
         return state.final

@@ -26,7 +26,7 @@ from delegate_skills.relay.parts import (
     clean_env_fields,
     clean_env_flags,
     clean_environment,
-    is_number,
+    finite_number,
     read_only_flag,
     resume_args,
     session_flags,
@@ -35,7 +35,6 @@ from delegate_skills.relay.parts import (
 )
 from delegate_skills.relay.scan import LineSplitter, parse_json
 
-BIN_ENV = "COMMANDCODE_BIN"
 HEADLESS = ("-p", "--output-format", "json", "--skip-onboarding", "--no-auto-update", "-t")
 #: Command Code's documented headless exit codes, and what to do about each.
 EXIT_HINTS = {
@@ -60,37 +59,25 @@ READ_ONLY_CHECK = {
 }
 
 
-SKIP_UPDATES = "COMMANDCODE_SKIP_UPDATES"
-
-
 class CommandCodeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = None
-        self.lines = LineSplitter(self.line, self._cut_line)
-        self.truncated = False
+        #: Lines cut short (past MAX_BUFFERED_CHARS, or unended at close) are read too.
+        self.lines = LineSplitter(self.line, self.line)
         self.deltas = TextTail()
         self.last_text = ""
         self.result: dict | None = None
         #: The child ran to its end (set at close; aborts and non-starts leave it off).
         self.closed = False
-        #: Why final.txt could not be created, once the relay has tried (None: it was fine).
+        #: Why final.txt could not be created (None: it was, or there is none yet).
         self.final_error: str | None = None
-        self.final_tried = False
-
-    def _cut_line(self, line: str) -> None:
-        """A line cut short: past MAX_BUFFERED_CHARS, or unended when the run closed."""
-        self.line(line)
-        self.truncated = True
 
     def close(self) -> None:
         """The run is over: bytes left without a newline are a cut write."""
-        if self.closed:
-            return
-        self.closed = True
-        rest = self.lines.take()
-        if rest.strip():
-            self._cut_line(rest)
+        if not self.closed:
+            self.closed = True
+            self.lines.close()
 
     def line(self, line: str) -> None:
         event = parse_json(line)
@@ -126,18 +113,16 @@ class CommandCodeState(State):
             return None
         if self.result is not None:
             return "complete"
-        return "truncated" if self.truncated else "absent"
+        return "truncated" if self.lines.cut else "absent"
 
 
 def _result_line(event: dict) -> dict:
-    duration = event.get("durationMs")
-    finite = is_number(duration)
     final = event.get("finalText")
     return {
         "subtype": text_or_none(event.get("subtype")),
         "stopReason": text_or_none(event.get("stopReason")),
         "usage": event.get("usage"),
-        "durationMs": duration if finite and abs(duration) != float("inf") else None,
+        "durationMs": finite_number(event.get("durationMs")),
         "finalText": final if isinstance(final, str) else "",
         "error": text_or_none(event.get("error")),
     }
@@ -168,7 +153,10 @@ class CommandCode(Adapter):
     #: final.txt is the relay's to create, once, exclusively (see RunDir.create_final_once).
     child_writes_final = True
     exit_hints = EXIT_HINTS
-    bin_env = BIN_ENV
+    bin_env = "COMMANDCODE_BIN"
+    #: cmd updates itself at every start (a detached `npm install -g`), which the
+    #: end of the run would cut short.
+    env_defaults = {"COMMANDCODE_SKIP_UPDATES": "1"}  # noqa: RUF012 (read only)
     guarded_artifacts = ("final.txt", "result.json", "brief.txt", "events.jsonl")
     flags = (
         value_flag(
@@ -210,11 +198,7 @@ class CommandCode(Adapter):
         self.check_bin_env()
 
     def child_env(self, opts: dict) -> dict[str, str]:
-        env = clean_environment(opts, (BIN_ENV,))
-        # Command Code updates itself whenever it starts (a detached `npm install -g`),
-        # which the end of the run would cut short.
-        env.setdefault(SKIP_UPDATES, "1")
-        return env
+        return clean_environment(opts, (self.bin_env,))
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = list(HEADLESS)
@@ -242,9 +226,7 @@ class CommandCode(Adapter):
     def final_message(self, state: CommandCodeState, run) -> str:
         final = state.result["finalText"] if state.result else ""
         text = js_trim(final or state.last_text or js_trim(state.deltas.text()))
-        if text and not state.final_tried and state.run is not None:
-            # The report goes to final.txt the first time there is one to write.
-            state.final_tried = True
+        if text and state.run is not None:
             state.final_error = state.run.create_final_once(text)
         return text
 

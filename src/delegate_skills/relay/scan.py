@@ -226,6 +226,8 @@ class LineSplitter:
         self._limit = limit
         self._split = _newlines if breaks is None else breaks.split
         self.partial = ""
+        #: Whether a line was cut short: past `limit`, or unended at `close`.
+        self.cut = False
 
     def feed(self, text: str) -> None:
         lines = self._split(self.partial + text)
@@ -233,14 +235,23 @@ class LineSplitter:
         for line in lines:
             self._on_line(line)
         if len(self.partial) > self._limit:
-            held, self.partial = self.partial, ""
-            if self._on_overflow is not None:
-                self._on_overflow(held)
+            self._overflow(self.take())
+
+    def _overflow(self, held: str) -> None:
+        self.cut = True
+        if self._on_overflow is not None:
+            self._on_overflow(held)
 
     def take(self) -> str:
         """The held text of an unended line, let go (the stream is over)."""
         held, self.partial = self.partial, ""
         return held
+
+    def close(self) -> None:
+        """The stream is over: an unended line that is not blank goes out as a cut one."""
+        rest = self.take()
+        if rest.strip():
+            self._overflow(rest)
 
 
 class LineScanner:

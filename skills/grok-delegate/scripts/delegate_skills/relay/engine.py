@@ -399,7 +399,7 @@ class Relay:
         from .rundir import default_root
 
         adapter, opts = self.adapter, self.opts
-        env = adapter.child_env(opts)
+        env = adapter.launch_env(opts)
         launcher = adapter.launcher(opts, env)
         out_dir = opts["outDir"] or os.path.join(default_root(), "<new run directory>")
         run = RunDir(out_dir, iso_now(), brief)
@@ -489,7 +489,7 @@ class Relay:
             if outcome is not None:
                 return outcome
         self._begin_changes()
-        env = adapter.child_env(opts)
+        env = adapter.launch_env(opts)
         if self.record is not None:
             from .record import TOKEN_ENV
 

@@ -365,8 +365,15 @@ class Adapter:
     def probe_name(self, opts: dict) -> str:
         return " ".join((self.binary, *self.impl.version_args))
 
+    #: Variables the implementer gets unless its environment already sets them.
+    env_defaults: dict[str, str] = {}  # noqa: RUF012 (read only)
+
     def child_env(self, opts: dict) -> dict[str, str]:
         return dict(os.environ)
+
+    def launch_env(self, opts: dict) -> dict[str, str]:
+        """The implementer's environment: `child_env`, then `env_defaults` where unset."""
+        return {**self.env_defaults, **self.child_env(opts)}
 
     def extra_artifacts(self, opts: dict, run) -> dict[str, bytes]:
         """Files to create in the run directory before launch, name → bytes."""

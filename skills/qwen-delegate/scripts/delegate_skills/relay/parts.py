@@ -208,6 +208,11 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def finite_number(value):
+    """`value` when it is a finite JSON number, else None (1e999 reads as infinity)."""
+    return value if is_number(value) and value - value == 0 else None
+
+
 def text_or_none(value) -> str | None:
     """`value` when it is a string, else None."""
     return value if isinstance(value, str) else None

@@ -112,6 +112,9 @@ def artifact_stands(directory: str, name: str, entries: set[str]) -> bool:
     return name in entries and (not os.path.islink(path) or os.path.exists(path))
 
 
+_UNTRIED = object()
+
+
 class RunDir:
     """Paths of one run's artifacts, and the writes that go into them."""
 
@@ -122,6 +125,8 @@ class RunDir:
         self._fds: dict[str, int] = {}
         #: The first artifact that could not be written (its name and the error).
         self.write_error: tuple[str, OSError] | None = None
+        #: What create_final_once answered the first time it was asked.
+        self._final_outcome: object = _UNTRIED
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -246,8 +251,14 @@ class RunDir:
 
         For a relay whose implementer may have run in the run directory: the run
         may have put something at the artifact's name (a `git mv` onto it, a
-        symlink); that is left alone and the reason is returned.
+        symlink); that is left alone and the reason is returned. Later calls
+        write nothing and answer as the first did.
         """
+        if self._final_outcome is _UNTRIED:
+            self._final_outcome = self._create_final(text)
+        return self._final_outcome
+
+    def _create_final(self, text: str) -> str | None:
         import errno
 
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
