@@ -277,6 +277,29 @@ def test_everything_is_inherited_without_clean_env(bench):
     assert bench.fake.run_call()["env"]["SMOKE_SECRET_TOKEN"] == "inherited"
 
 
+def test_self_updates_are_off_unless_the_user_set_them(bench):
+    bench.script(success(), env_keys=["COMMANDCODE_SKIP_UPDATES"])
+    run_cc(bench)
+    assert bench.fake.run_call()["env"] == {"COMMANDCODE_SKIP_UPDATES": "1"}
+    run_cc(bench, COMMANDCODE_SKIP_UPDATES="0")
+    assert bench.fake.calls("run")[-1]["env"] == {"COMMANDCODE_SKIP_UPDATES": "0"}
+
+
+def test_final_txt_is_created_once_and_later_calls_answer_the_same(tmp_path):
+    from delegate_skills.relay.rundir import RunDir
+
+    run = RunDir(str(tmp_path), "2026-01-01T00:00:00Z")
+    assert run.create_final_once("first") is None
+    assert run.create_final_once("second") is None
+    assert (tmp_path / "final.txt").read_text() == "first\n"
+    taken = RunDir(str(tmp_path), "2026-01-01T00:00:00Z")  # final.txt stands there already
+    refused = taken.create_final_once("third")
+    assert refused == "could not safely create final.txt: EEXIST"
+    (tmp_path / "final.txt").unlink()
+    assert taken.create_final_once("fourth") == refused
+    assert not (tmp_path / "final.txt").exists()
+
+
 # ---------------------------------------------------------------- the stream
 
 
