@@ -65,32 +65,35 @@ def readme_with_table(keys: list[str]) -> bytes | None:
     return (head + block + tail).encode()
 
 
-def bundled_core(skill: str, scripts: tuple[str, ...], key: str | None = None) -> dict[str, bytes]:
+def bundled_core(
+    tree: core.Tree, skill: str, scripts: tuple[str, ...], key: str | None = None
+) -> dict[str, bytes]:
     """The core modules a skill's scripts import, at their places in the skill folder."""
     roots = [SCRIPT_MODULES[script[:-3]] for script in scripts]
     roots.append("delegate_skills.skillscripts.entry")
     if key is not None:
         roots.append(f"delegate_skills.relays.{key}")
-    found = core.bundle_files(core.Tree(ROOT), roots)
+    found = core.bundle_files(tree, roots)
     return {f"skills/{skill}/{path}": data for path, data in found.items()}
 
 
 def outputs() -> dict[str, bytes]:
     files: dict[str, bytes] = {}
+    tree = core.Tree(ROOT)  # one reading of each module serves every skill of this build
     schema = json.dumps(fleet_schema(), indent=2, ensure_ascii=False) + "\n"
     files["src/delegate_skills/schema/delegate-fleet.v1.json"] = schema.encode()
     entry = read_template("entry.py").encode()
     keys = relay_keys()
     for script in SETUP_SCRIPTS:
         files[f"skills/delegate-setup/scripts/{script}"] = entry
-    files.update(bundled_core("delegate-setup", SETUP_SCRIPTS))
+    files.update(bundled_core(tree, "delegate-setup", SETUP_SCRIPTS))
     for path, text in skills.setup_skill().items():
         files[path] = text.encode()
     for key in keys:
         skill = registry.BY_KEY[key].skill
         for script in IMPLEMENTER_SCRIPTS:
             files[f"skills/{skill}/scripts/{script}"] = entry
-        files.update(bundled_core(skill, IMPLEMENTER_SCRIPTS, key))
+        files.update(bundled_core(tree, skill, IMPLEMENTER_SCRIPTS, key))
         for path, text in skills.implementer_skill(key).items():
             files[path] = text.encode()
     files["skills.sh.json"] = skills.skills_json(keys).encode()

@@ -32,6 +32,30 @@ def _private_state_home(tmp_path_factory):
         os.environ["XDG_STATE_HOME"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_bytecode(tmp_path_factory):
+    """The Python processes tests start keep their bytecode in one place per run.
+
+    A machine with PYTHONDONTWRITEBYTECODE set would otherwise compile the whole
+    bundled core at every relay start (thousands of times per run, most of the
+    suite's CPU); the cache lives beside the run's temporary files, so the
+    checkout gets no __pycache__ from the children. Tests that run a skill with
+    -I ignore both variables, as a user's bare python3 would.
+    """
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # shared by every worker of this run
+    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 #: PATH as the suite found it; the realcli tests (opt-in) reach the real CLIs through it.
 ORIGINAL_PATH = os.environ.get("PATH", "")
 

@@ -49,13 +49,13 @@ def test_watchdog_kills_a_tree_that_ignores_sigterm(tmp_path, key):
     bench = Bench(tmp_path, key)
     bench.script(hanging_run(bench, "ignore", grand_ignores_term=False))
     started = time.monotonic()
-    run = bench.relay("--timeout", "2s", env=bench.fake.env(**SHORT_GRACE))
+    run = bench.relay("--timeout", "1s", env=bench.fake.env(**SHORT_GRACE))
     assert run.code == 137, run
     assert time.monotonic() - started < 30
     result = run.result
     assert (result["status"], result["exitCode"], result["signal"]) == ("timeout", 137, "SIGKILL")
     assert result["error"] == (
-        f"{adapter(key).label} did not finish within --timeout 2s; killed by the relay watchdog"
+        f"{adapter(key).label} did not finish within --timeout 1s; killed by the relay watchdog"
     )
     assert isinstance(result["stderrTail"], list)
     for name in ("child.pid", "grand.pid"):

@@ -32,6 +32,15 @@ class Tree:
     def __init__(self, root: str) -> None:
         self.src = os.path.join(root, "src", PACKAGE)
         self.relays = os.path.join(root, "relays")
+        #: Module → the modules its imports name; each file is read once per build.
+        self._imports: dict[str, set[str]] = {}
+
+    def imports_of(self, dotted: str, path: str) -> set[str]:
+        """The `delegate_skills` modules that module `dotted` (at `path`) imports."""
+        if dotted not in self._imports:
+            with open(path, encoding="utf-8") as handle:
+                self._imports[dotted] = _imported(self, dotted, handle.read())
+        return self._imports[dotted]
 
     def package_path(self, dotted: str) -> str | None:
         """The directory of package `dotted`, or None when it is not a package."""
@@ -103,8 +112,7 @@ def closure(tree: Tree, roots: list[str]) -> list[str]:
         parent = dotted.rpartition(".")[0]
         if parent:
             pending.append(parent)
-        with open(path, encoding="utf-8") as handle:
-            pending.extend(_imported(tree, dotted, handle.read()))
+        pending.extend(tree.imports_of(dotted, path))
     return sorted(seen)
 
 
