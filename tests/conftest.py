@@ -23,13 +23,9 @@ settings.load_profile("delegate")
 def _private_state_home(tmp_path_factory):
     """Relays remember runs under $XDG_STATE_HOME: keep that out of the real home."""
     state = tmp_path_factory.mktemp("state-home")
-    previous = os.environ.get("XDG_STATE_HOME")
-    os.environ["XDG_STATE_HOME"] = str(state)
-    yield state
-    if previous is None:
-        os.environ.pop("XDG_STATE_HOME", None)
-    else:
-        os.environ["XDG_STATE_HOME"] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(state))
+        yield state
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,15 +41,10 @@ def _shared_bytecode(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # shared by every worker of this run
-    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        patch.setenv("PYTHONPYCACHEPREFIX", str(base / "pycache"))
+        yield
 
 
 #: PATH as the suite found it; the realcli tests (opt-in) reach the real CLIs through it.
