@@ -263,7 +263,7 @@ def test_fanout_over_two_lanes_gives_two_completed_runs_in_two_worktrees(source)
     )
     source.bench.script(BRIEF_EDIT)
     code, report, err = _fanout(source, "--lane", "fast", "--lane", "slow")
-    assert code == 0, err
+    assert code == 0, (err, [r.get("error") for r in report.get("runs", [])])
     runs = report["runs"]
     assert [(r["lane"], r["implementer"], r["status"]) for r in runs] == [
         ("fast", "codex", "completed"),
@@ -295,7 +295,7 @@ def test_fanout_reports_a_refused_lane_and_leaves_no_worktree_for_it(source):
     assert refused["status"] == "refused"
     assert "project fleet config is not trusted" in refused["error"]
     assert refused["worktree"] is None
-    assert plain["status"] == "completed"
+    assert plain["status"] == "completed", plain
     assert source.worktrees() == [str(source.repo), plain["worktree"]["path"]]
 
 

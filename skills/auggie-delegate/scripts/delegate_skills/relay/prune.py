@@ -161,7 +161,7 @@ def _remove_files(run: runs.Run) -> list[str]:
 
 def _orphans(named: set[str], dry_run: bool) -> list[dict]:
     """Worktrees under our root that no run names: removed when they hold nothing."""
-    from .worktree import worktrees_root
+    from .worktree import admin_lock, worktrees_root
 
     root = worktrees_root()
     try:
@@ -186,9 +186,10 @@ def _orphans(named: set[str], dry_run: bool) -> list[dict]:
             continue
         if not dry_run:
             git = ["--git-dir=" + common_dir]
-            git_outcome(common_dir, *git, "worktree", "remove", "--force", "--force", path)
-            if name and name.startswith("delegate/"):
-                git_outcome(common_dir, *git, "branch", "-D", "--quiet", name)
+            with admin_lock(common_dir):
+                git_outcome(common_dir, *git, "worktree", "remove", "--force", "--force", path)
+                if name and name.startswith("delegate/"):
+                    git_outcome(common_dir, *git, "branch", "-D", "--quiet", name)
         report.append({"path": path, "branch": name, "prunable": True, "removed": not dry_run,
                        "reason": "no run names it and it holds nothing"})  # fmt: skip
     return report

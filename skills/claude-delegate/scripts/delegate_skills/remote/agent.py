@@ -79,13 +79,16 @@ def start(root: str) -> int:
     paths = _paths(root, run_id)
     os.makedirs(os.path.dirname(paths["outDir"]), mode=0o700, exist_ok=True)
     os.makedirs(os.path.dirname(paths["worktree"]), mode=0o700, exist_ok=True)
-    from ..gitmeta import git_outcome
+
+    from ..errors import UserError
+    from ..relay.worktree import add
 
     branch = BRANCH_PREFIX + run_id
-    added = git_outcome(
-        mirror, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet", "-b", branch,
-        paths["worktree"], spec["base"], timeout=600,
-    )  # fmt: skip
+    try:
+        added = add(mirror, mirror, paths["worktree"], spec["base"], branch=branch)
+    except UserError as problem:
+        sys.stderr.write(f"git worktree add failed there: {problem}\n")
+        return 3
     if not added.ok:
         sys.stderr.write(f"git worktree add failed there: {added.reason()}\n")
         return 3
@@ -169,6 +172,7 @@ def _relay(spec: dict, argv: list[str], paths: dict, branch: str, mirror: str) -
         tree = Worktree(
             paths["worktree"], branch, spec["base"], mirror, argv[argv.index("--cd") + 1], 0
         )
+        tree.common_dir = mirror
         relay.prepared_worktree = tree
         relay.lane_override = spec.get("lane")
         try:
@@ -308,7 +312,7 @@ def clean(root: str, run_id: str, mirror: str) -> int:
     from ..relay.worktree import remove
 
     paths = _paths(root, run_id)
-    remove(mirror, paths["worktree"], BRANCH_PREFIX + run_id)
+    remove(mirror, mirror, paths["worktree"], BRANCH_PREFIX + run_id)
     return 0
 
 

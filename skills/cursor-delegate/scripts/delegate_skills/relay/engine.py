@@ -331,7 +331,8 @@ class Relay:
         if self.worktree is not None and self.worktree_owned:
             from .worktree import remove
 
-            remove(self.worktree.source, self.worktree.path, self.worktree.branch)
+            tree = self.worktree
+            remove(tree.source, tree.common_dir or tree.source, tree.path, tree.branch)
             self.worktree = None
 
     def _hold_read_only_lane(self, opts: dict, table: dict) -> None:

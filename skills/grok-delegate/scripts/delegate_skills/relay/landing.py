@@ -46,7 +46,7 @@ from ..errors import UserError
 from ..gitmeta import BoundGit, git_outcome, repo_paths
 from . import runs
 from .snapshot import SnapshotError, Snapshotter, clear_flags, hidden_entries
-from .worktree import BRANCH_PREFIX, read_gitfile
+from .worktree import BRANCH_PREFIX, admin_lock, read_gitfile
 
 FIELDS = ("path", "branch", "base", "source")
 LOCK_NAME = "landing.lock"
@@ -516,15 +516,16 @@ def discard(out_dir: str, force: bool = False) -> dict:
                 f"{tree.branch} has {ahead} commit(s) that {source} (HEAD) does not have; "
                 f"land them first, or pass --force to drop them"
             )
-        if registered:
-            removed = git_outcome(source, "worktree", "remove", "--force", "--force", tree.path)
-            if not removed.ok:
-                raise UserError(f"cannot remove the worktree {tree.path}: {removed.reason()}")
-        git_outcome(source, "worktree", "prune")
-        if exists.ok:
-            deleted = git_outcome(source, "branch", "-D", "--quiet", tree.branch)
-            if not deleted.ok:
-                raise UserError(f"cannot delete branch {tree.branch}: {deleted.reason()}")
+        with admin_lock(paths.common_dir):
+            if registered:
+                removed = git_outcome(source, "worktree", "remove", "--force", "--force", tree.path)
+                if not removed.ok:
+                    raise UserError(f"cannot remove the worktree {tree.path}: {removed.reason()}")
+            git_outcome(source, "worktree", "prune")
+            if exists.ok:
+                deleted = git_outcome(source, "branch", "-D", "--quiet", tree.branch)
+                if not deleted.ok:
+                    raise UserError(f"cannot delete branch {tree.branch}: {deleted.reason()}")
         _record_landing(tree, "discarded")
     return {
         "outDir": tree.out_dir,

@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import UserError
-from ..gitmeta import BoundGit, git_outcome, repo_paths
+from ..gitmeta import BoundGit, repo_paths
 from . import client, hosts, ssh
 
 
@@ -116,7 +116,7 @@ def finish(record, remote_run: client.RemoteRun, done: dict | None) -> tuple[dic
 def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
     """Fetch the run's branch, check it out in a local worktree; the result fields it gives."""
     from ..relay.changes import describe
-    from ..relay.worktree import BRANCH_PREFIX, diffstat_between, read_gitfile, worktrees_root
+    from ..relay.worktree import BRANCH_PREFIX, add, diffstat_between, read_gitfile, worktrees_root
 
     top, run_id, base = remote["source"], remote["id"], remote["base"]
     branch = BRANCH_PREFIX + run_id
@@ -126,8 +126,7 @@ def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
     os.makedirs(root, mode=0o700, exist_ok=True)
     path = os.path.join(root, f"{os.path.basename(top) or 'repo'}-{run_id}")
     if not os.path.isdir(path):
-        added = git_outcome(top, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet",
-                            path, branch, timeout=600)  # fmt: skip
+        added = add(top, repo_paths(top).common_dir or top, path, branch)
         if not added.ok:
             raise UserError(f"git worktree add failed in {top}: {added.reason()}")
     wt_paths = repo_paths(path)

@@ -34,6 +34,8 @@ CHECKOUT_TIMEOUT_S = 600.0
 SNAPSHOT_TIMEOUT_S = 600.0
 #: Hooks of the source repository do not run for the worktree the relay makes.
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+#: The lock (in the common git dir's delegate-skills folder) our worktree changes wait in.
+ADMIN_LOCK = "worktrees.lock"
 
 
 class WorktreeError(Exception):
@@ -43,7 +45,10 @@ class WorktreeError(Exception):
 class Worktree:
     """A run's worktree: where it is, its branch, the commit it started from."""
 
-    __slots__ = ("base", "branch", "cd", "git_dir", "gitfile", "path", "source", "source_changes")
+    __slots__ = (
+        "base", "branch", "cd", "common_dir", "git_dir", "gitfile", "path", "source",
+        "source_changes",
+    )  # fmt: skip
 
     def __init__(
         self, path: str, branch: str, base: str, source: str, cd: str, source_changes: int
@@ -51,6 +56,8 @@ class Worktree:
         #: The worktree's own git dir, and the text of the `.git` file that names it.
         self.git_dir: str | None = None
         self.gitfile: str | None = None
+        #: The source repository's common git dir, where admin_lock lives.
+        self.common_dir: str | None = None
         self.path = path
         self.branch = branch
         self.base = base
@@ -104,18 +111,21 @@ def create(cd: str) -> Worktree:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as problem:
         raise WorktreeError(f"cannot create {root}: {problem.strerror or problem}") from None
-    added = git_outcome(
-        top, *NO_HOOKS, "worktree", "add", "--quiet", "-b", branch, path, base,
-        timeout=CHECKOUT_TIMEOUT_S,
-    )  # fmt: skip
+    common_dir = paths.common_dir or paths.git_dir
+    try:
+        added = add(top, common_dir, path, base, branch=branch)
+        if not added.ok:
+            remove(top, common_dir, path, branch)
+    except UserError as problem:  # the admin lock could not be taken
+        raise WorktreeError(str(problem)) from None
     if not added.ok:
-        remove(top, path, branch)
         raise WorktreeError(f"git worktree add failed in {top}: {added.reason()}")
     inside = os.path.relpath(os.path.realpath(cd), os.path.realpath(top))
     run_cd = os.path.normpath(os.path.join(path, inside))
     os.makedirs(run_cd, exist_ok=True)  # --cd was a folder git does not track
     tree = Worktree(path, branch, base, top, run_cd, len(touched_files(top) or []))
     tree.git_dir = repo_paths(path).git_dir
+    tree.common_dir = common_dir
     tree.gitfile = read_gitfile(path)
     carry_approval(paths.git_dir, path)
     return tree
@@ -130,12 +140,49 @@ def read_gitfile(worktree: str) -> str | None:
     return None if raw is None else raw.decode("utf-8", "replace")
 
 
-def remove(source: str, path: str, branch: str) -> GitOutcome:
+def admin_lock(common_dir: str):
+    """Our `git worktree add`, `remove`, `prune` and `branch -D` on one repository, one at a time.
+
+    Each of them reads the admin files of every registered worktree (is the
+    branch checked out elsewhere?) and fails on one that another of them has
+    half written or half removed ("failed to read .git/worktrees/<name>/
+    commondir"): parallel runs of one repository must not meet there. Raises
+    UserError when the lock cannot be taken.
+    """
+    from .. import store
+
+    return store.queue((), os.path.join(common_dir, "delegate-skills", ADMIN_LOCK), by_hand=True)
+
+
+def add(
+    repo: str, common_dir: str, path: str, commit: str, branch: str | None = None
+) -> GitOutcome:
+    """`git worktree add` at `path` of `commit` (on a new `branch` when given), hooks off.
+
+    The registration runs without a checkout under admin_lock; the checkout,
+    the long part on a big repository, runs after it as git itself runs it
+    (`reset --hard` in the new worktree). Raises UserError from admin_lock.
+    """
+    new = ("-b", branch) if branch else ()
+    with admin_lock(common_dir):
+        added = git_outcome(
+            repo, *NO_HOOKS, "worktree", "add", "--quiet", "--no-checkout", *new, path, commit
+        )
+    if not added.ok:
+        return added
+    return git_outcome(
+        path, *NO_HOOKS, "reset", "--hard", "--quiet", "--no-recurse-submodules",
+        timeout=CHECKOUT_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def remove(source: str, common_dir: str, path: str, branch: str) -> GitOutcome:
     """Remove the worktree at `path` and delete `branch`; the first failure, else success."""
-    removed = git_outcome(source, "worktree", "remove", "--force", "--force", path)
-    if not removed.ok and not os.path.exists(path):
-        removed = git_outcome(source, "worktree", "prune")
-    deleted = git_outcome(source, "branch", "-D", "--quiet", branch)
+    with admin_lock(common_dir):
+        removed = git_outcome(source, "worktree", "remove", "--force", "--force", path)
+        if not removed.ok and not os.path.exists(path):
+            removed = git_outcome(source, "worktree", "prune")
+        deleted = git_outcome(source, "branch", "-D", "--quiet", branch)
     if not removed.ok:
         return removed
     return deleted
