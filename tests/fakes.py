@@ -34,6 +34,12 @@ class Fake:
             "fake_cli.main()\n"
         )
         shim.chmod(0o755)
+        if name == "claude":
+            # Claude Code's write runs need socat beside bwrap (its shell sandbox);
+            # the fake needs neither, so the machine's own socat does not decide.
+            socat = self.bin / "socat"
+            socat.write_text("#!/bin/sh\nexit 0\n")
+            socat.chmod(0o755)
         return shim
 
     def script(self, scenario: dict) -> None:

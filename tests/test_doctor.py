@@ -19,6 +19,10 @@ def machine(tmp_path, home, global_config):
         tmp_path / "bin",
         {key: ANSWERS[key] for key in ("claude", "kimi", "cursor-agent", "copilot")},
     )
+    for tool in ("bwrap", "socat"):  # Claude Code's sandbox tools: present, whatever the machine
+        stub = bindir / tool
+        stub.write_text("#!/bin/sh\nexit 0\n")
+        stub.chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}:/usr/bin:/bin"}
     return env, global_config
 

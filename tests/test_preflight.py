@@ -90,6 +90,7 @@ def path_without(tmp_path: Path, *hidden: str) -> str:
 def test_claude_write_runs_need_bubblewrap_and_socat(tmp_path):
     bench = Bench(tmp_path, "claude")
     bench.script({})
+    (bench.fake.bin / "socat").unlink()  # the fake's stand-in: this machine has neither tool
     env = {**bench.fake.env(), "PATH": f"{bench.fake.bin}{os.pathsep}{path_without(tmp_path)}"}
     run = bench.relay(env=env, plain=True)
     assert run.code == 1

@@ -702,6 +702,9 @@ class Relay:
         Nothing here launches anything; --skip-preflight skips it.
         """
         adapter = self.adapter
+        binary = _which(launcher[0], env)
+        if binary is None:
+            return None  # the preflight reports the implementer missing, first
         missing = [(tool, pkg) for tool, pkg in adapter.required_tools(self.opts)
                    if _which(tool, env) is None]  # fmt: skip
         if missing:
@@ -712,18 +715,16 @@ class Relay:
                 f"{'it' if len(missing) == 1 else 'them'} (Debian/Ubuntu: sudo apt-get install "
                 f"{packages}), or pass --skip-preflight to dispatch anyway"
             )
-        binary = _which(launcher[0], env)
-        if binary is not None:
-            from ..discovercache import known_signed_out
+        from ..discovercache import known_signed_out
 
-            seen = known_signed_out(adapter.key, binary, env)
-            if seen is not None:
-                login = adapter.impl.login or f"{adapter.binary} login"
-                when = time.strftime("%H:%M", time.localtime(seen))
-                return (
-                    f"{adapter.display} is signed out (delegate discover saw so at {when}); "
-                    f"sign it in ({login}), or pass --skip-preflight to dispatch anyway"
-                )
+        seen = known_signed_out(adapter.key, binary, env)
+        if seen is not None:
+            login = adapter.impl.login or f"{adapter.binary} login"
+            when = time.strftime("%H:%M", time.localtime(seen))
+            return (
+                f"{adapter.display} is signed out (delegate discover saw so at {when}); "
+                f"sign it in ({login}), or pass --skip-preflight to dispatch anyway"
+            )
         return None
 
     def _not_ready(self, problem: str) -> int:
