@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
 from delegate_skills.gitmeta import repo_paths
-from delegate_skills.relay.changes import ChangeRecord
+from delegate_skills.snapshots.changes import ChangeRecord
 
 
 class Dir:

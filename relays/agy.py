@@ -20,7 +20,6 @@ from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import State, session_lines
-from delegate_skills.relay.changes import ChangeRecord, nested_records
 from delegate_skills.relay.engine import STDERR_NAME
 from delegate_skills.relay.options import (
     Usage,
@@ -43,6 +42,7 @@ from delegate_skills.relay.parts import (
     skip_permissions_flag,
 )
 from delegate_skills.relay.scan import first_group
+from delegate_skills.snapshots.changes import ChangeRecord, nested_records
 
 LOG = "agy.log"
 DEFAULT_PRINT_TIMEOUT = "30m"

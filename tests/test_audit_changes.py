@@ -18,7 +18,7 @@ from pathlib import Path
 from conftest import commit_all, git, make_repo
 
 from delegate_skills.gitmeta import repo_paths
-from delegate_skills.relay.changes import ChangeRecord
+from delegate_skills.snapshots.changes import ChangeRecord
 
 _ENTRY = struct.Struct(">10I20sH")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from conftest import PYTHON, commit_all, git, make_repo
 
 from delegate_skills import gitmeta
-from delegate_skills.relay.gitstate import touched_files
-from delegate_skills.relay.snapshot import Snapshotter
+from delegate_skills.snapshots.gitstate import touched_files
+from delegate_skills.snapshots.snapshot import Snapshotter
 
 
 def committed(path: Path) -> Path:

@@ -14,8 +14,8 @@ import pytest
 from conftest import commit_all, git, make_repo
 from relaykit import DETECT_ONLY, Bench
 
-from delegate_skills.relay.gitprint import RepoPrint, RepoSpec, Unverifiable, Walker
-from delegate_skills.relay.gitstate import Excluded
+from delegate_skills.snapshots.gitprint import RepoPrint, RepoSpec, Unverifiable, Walker
+from delegate_skills.snapshots.gitstate import Excluded
 
 
 def test_a_git_dir_file_rewritten_with_its_mtime_put_back_is_true(tmp_path):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from conftest import commit_all, make_repo
 
-from delegate_skills.relay.gitprint import RepoSpec
-from delegate_skills.relay.gitstate import Excluded, Tripwire
+from delegate_skills.snapshots.gitprint import RepoSpec
+from delegate_skills.snapshots.gitstate import Excluded, Tripwire
 
 
 class Record:

@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import PYTHON
 
-from delegate_skills.relay import linux
+from delegate_skills.isolation import linux
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl")
 
@@ -22,7 +22,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/p
 #: and prints: the daemon's parent is us, whether we are childless, and again once it is gone.
 SUBREAPER = """
 import os, subprocess, sys
-from delegate_skills.relay import linux
+from delegate_skills.isolation import linux
 
 print(linux.become_subreaper())
 code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-S', '-c', "

@@ -20,7 +20,7 @@ import pytest
 from fakes import alive
 from relaykit import Bench, read_pid
 
-from delegate_skills.relay.procgroup import RunProcesses
+from delegate_skills.isolation.procgroup import RunProcesses
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 

@@ -105,7 +105,7 @@ def _holds_open(pid: int, path: Path) -> bool:
 
 
 def test_undo_waits_in_the_landing_queue(repo):
-    from delegate_skills.relay.landing import landing_lock
+    from delegate_skills.runs.landing import landing_lock
 
     out = repo.run([{"write": ["app.py", FIX]}])
     lock = repo.work / ".git" / "delegate-skills" / "landing.lock"

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from delegate_skills.relay import runs
+from delegate_skills.runs import view as runs
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc start times")
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from delegate_skills.relay import sandbox
+from delegate_skills.isolation import sandbox
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux")
 

@@ -46,7 +46,7 @@ def test_a_replaced_file_is_seen_under_check_stat_minimal(tmp_path):
     Under `core.checkStat=minimal` git would compare only whole seconds and the
     size; the snapshot's strict settings compare the inode too.
     """
-    from delegate_skills.relay.snapshot import Snapshotter
+    from delegate_skills.snapshots.snapshot import Snapshotter
 
     for attempt in range(20):
         repo = make_repo(tmp_path / f"repo{attempt}")

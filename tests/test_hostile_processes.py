@@ -216,7 +216,7 @@ def test_sigterm_aborts_either_way(tmp_path):
 
 
 def test_posix_mode_reads_no_proc_and_still_sweeps_the_group(tmp_path):
-    from delegate_skills.relay import linux
+    from delegate_skills.isolation import linux
 
     previous = os.environ.get(linux.POSIX_ONLY_ENV)
     os.environ[linux.POSIX_ONLY_ENV] = "1"

@@ -12,7 +12,7 @@ from fakes import Fake
 from relaykit import DETECT_ONLY
 from test_worktree import BRIEF_EDIT, Source
 
-from delegate_skills.relay.review import parse_verdict
+from delegate_skills.runs.review import parse_verdict
 
 VALID = (
     "Looks mostly right.\n```json\n"

@@ -14,7 +14,7 @@ from fakes import relay_argv
 from relaykit import Bench, finish, read_pid
 
 from delegate_skills.commands.cli import _run_text
-from delegate_skills.relay import runs
+from delegate_skills.runs import view as runs
 
 
 def delegate_proc(*args: str, env: dict) -> subprocess.Popen:

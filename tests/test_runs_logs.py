@@ -11,7 +11,7 @@ import subprocess
 from conftest import PYTHON, ROOT, run
 from relaykit import Bench, read_pid
 
-from delegate_skills.relay.runlogs import readable
+from delegate_skills.runs.logs import readable
 
 RUNS_PY = str(ROOT / "skills" / "codex-delegate" / "scripts" / "runs.py")
 EVENTS = (

@@ -463,7 +463,7 @@ def runs_list(
     On a terminal, a table: id, age, implementer (lane), status, landing,
     repository and what the run changed.
     """
-    from ..relay import runs as runs_module
+    from ..runs import view as runs_module
 
     def warn(line: str) -> None:
         click.echo(f"delegate: {line}", err=True)
@@ -496,7 +496,7 @@ def _in_repo(where: str | None, top: str) -> bool:
 
 
 def _age(started: str | None) -> str:
-    from ..relay.runs import _parse_iso, _utc_now
+    from ..runs.view import _parse_iso, _utc_now
 
     begin = _parse_iso(started)
     if begin is None:
@@ -551,7 +551,7 @@ def run_ref(name: str = "out_dir"):
     def decorate(command):
         @functools.wraps(command)
         def wrapper(*args, last: bool, **kwargs):
-            from ..relay.runs import LAST
+            from ..runs.view import LAST
 
             given = kwargs.get(name)
             if last == (given is not None):
@@ -573,7 +573,7 @@ def run_ref(name: str = "out_dir"):
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_show(out_dir: str, as_json: bool) -> None:
     """Print one run: its state, and its result and summary once it has one."""
-    from ..relay import runs as runs_module
+    from ..runs import view as runs_module
 
     run = runs_module.show(out_dir)
     if _wants_json(as_json):
@@ -590,7 +590,7 @@ def runs_show(out_dir: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
     """Wait until the run has a result; exit with its exit code (124 on timeout, 1 if lost)."""
-    from ..relay import runs as runs_module
+    from ..runs import view as runs_module
 
     seconds = None
     if timeout is not None:
@@ -623,7 +623,7 @@ def runs_cancel(out_dir: str, as_json: bool) -> None:
     The run's result is `aborted`; nothing of it is left running. A finished
     run is left as it is.
     """
-    from ..relay import runs as runs_module
+    from ..runs import view as runs_module
 
     _emit(runs_module.cancel(out_dir), as_json, cancel_text)
 
@@ -642,7 +642,7 @@ def cancel_text(report: dict) -> str:
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
 def runs_logs(out_dir: str, follow: bool) -> None:
     """The implementer's events of RUN as readable lines (its kind and text)."""
-    from ..relay import runlogs
+    from ..runs import logs as runlogs
 
     if follow:
         runlogs.follow(out_dir, lambda line: click.echo(line))
@@ -664,7 +664,7 @@ def runs_watch(repo: str | None) -> None:
     redrawn in place, and a line with a bell when a run ends; on a pipe one
     line per run that starts or ends.
     """
-    from ..relay import runs as runs_module
+    from ..runs import view as runs_module
     from .watch import watch
 
     top = _repo_top(repo) if repo is not None else None
@@ -693,7 +693,7 @@ def runs_compare(refs: tuple[str, ...], as_json: bool) -> None:
 
     The review verdict is the latest `delegate review` of that run.
     """
-    from ..relay import runs as runs_module
+    from ..runs import view as runs_module
     from .fanout import tokens_of
 
     reviews: dict[str, str | None] = {}
@@ -754,7 +754,7 @@ def runs_prune(dry_run: bool, older_than: str | None, force: bool, as_json: bool
     nothing. A worktree run with work nobody landed is listed and kept,
     unless --force. Running runs are never touched.
     """
-    from ..relay import prune
+    from ..runs import prune
 
     seconds = None
     if older_than is not None:
@@ -801,7 +801,7 @@ def runs_apply(out_dir: str, as_json: bool) -> None:
     A three-way apply: when the source has changes that conflict with the run's,
     nothing is written and the files are named. The source's index is left as it is.
     """
-    from ..relay import landing
+    from ..runs import landing
 
     _emit(landing.apply(out_dir), as_json, apply_text)
 
@@ -825,7 +825,7 @@ def discard_text(report: dict) -> str:
 @JSON_OPTION
 def runs_discard(out_dir: str, force: bool, as_json: bool) -> None:
     """Remove a finished --worktree run's worktree and its delegate/… branch."""
-    from ..relay import landing
+    from ..runs import landing
 
     _emit(landing.discard(out_dir, force), as_json, discard_text)
 
@@ -841,7 +841,7 @@ def runs_diff(run: str, mode: str | None, color: bool | None) -> None:
     RUN is a run directory or a run id. The patch is the run's own, however the
     work tree moved on since; on a terminal it is coloured and paged like git.
     """
-    from ..relay import rundiff
+    from ..runs import rundiff
 
     tty = sys.stdout.isatty()
     data = rundiff.diff(run, mode or "patch", tty if color is None else color)
@@ -887,7 +887,7 @@ def runs_undo(run: str, as_json: bool) -> None:
     For a worktree run that was applied, the apply is taken back in the source.
     A path changed since the run is named and nothing is changed (exit 2).
     """
-    from ..relay import rundiff
+    from ..runs import rundiff
 
     _emit(rundiff.undo(run), as_json, undo_text)
 
@@ -1023,9 +1023,9 @@ def review_command(
     block). A run is not reviewed by its own implementer unless --allow-self.
     Exit: the review run's exit code; 2 on a usage error.
     """
-    from ..relay import review
     from ..relay.rundir import default_root, ensure_private_root
-    from ..relay.runs import LAST
+    from ..runs import review
+    from ..runs.view import LAST
 
     if last == (run is not None):
         raise click.UsageError("name one run: RUN (a directory or run id) or --last")
@@ -1106,8 +1106,8 @@ def batch_command(
 
 def _review_rows(rows: list[dict], lane: str, progress) -> None:
     """Review every completed run through `lane`; each row gains review (verdict) and reviewRun."""
-    from ..relay import review
     from ..relay.rundir import default_root
+    from ..runs import review
 
     for row in rows:
         if row["status"] != "completed" or not row["outDir"]:

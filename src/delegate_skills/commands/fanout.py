@@ -260,7 +260,7 @@ def _not_started(why: str) -> dict:
 def _report(out_dir: str, code: int, seconds: float) -> dict:
     """The row for a finished relay, from its result.json (or its stderr when it wrote none)."""
     from ..reading import read_json_object
-    from ..relay.runs import RESULT_FILE, RESULT_LIMIT
+    from ..runs.view import RESULT_FILE, RESULT_LIMIT
 
     result = read_json_object(os.path.join(out_dir, RESULT_FILE), RESULT_LIMIT)
     if result is None:

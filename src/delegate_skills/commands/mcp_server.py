@@ -242,7 +242,7 @@ def start_relay(
 
 def _started(proc: subprocess.Popen, out_dir: str) -> bool:
     """Wait until the relay wrote run.json (True) or exited without it (False)."""
-    from ..relay.runs import RUN_FILE
+    from ..runs.view import RUN_FILE
 
     marker = os.path.join(out_dir, RUN_FILE)
     ends = time.monotonic() + START_WAIT_S

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 
 from ..errors import UserError
-from ..relay import runlogs, runs
+from ..runs import logs as runlogs
+from ..runs import view as runs
 from .fanout import tokens_of
 
 BELL = "\a"

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 
-from . import linux, procgroup
+from ..isolation import linux, procgroup
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False

@@ -98,7 +98,7 @@ def start(root: str) -> int:
     os.makedirs(cd, exist_ok=True)
     argv = [*spec["argv"], "--cd", cd, "--out-dir", paths["outDir"], "--brief", paths["brief"]]
     pid = _detach(spec, argv, paths, branch, mirror)
-    from ..relay.linux import process_start
+    from ..isolation.linux import process_start
 
     info = {"pid": pid, "pidStart": _start_of(pid, process_start), **paths, "branch": branch}
     _write_json(paths["info"], info)
@@ -287,7 +287,7 @@ def _send_changes(paths: dict, offsets: dict[str, int], out) -> bool:
 
 
 def _alive(info: dict) -> bool:
-    from ..relay.runs import pid_alive
+    from ..runs.view import pid_alive
 
     return pid_alive(info.get("pid"), info.get("pidStart"))
 

@@ -25,7 +25,7 @@ import time
 from ..errors import UserError
 from ..gitmeta import GitOutcome, git_outcome, repo_paths, run_git
 from ..reading import CONFIG_LIMIT, read_limited
-from .gitstate import touched_files
+from ..snapshots.gitstate import touched_files
 
 BRANCH_PREFIX = "delegate/"
 WORKTREES_DIR = "worktrees"
@@ -81,7 +81,7 @@ class Worktree:
 
 def worktrees_root() -> str:
     """`<state dir>/worktrees`, outside every work tree (see runs.state_dir)."""
-    from .runs import state_dir
+    from ..runs.view import state_dir
 
     return os.path.join(state_dir(), WORKTREES_DIR)
 

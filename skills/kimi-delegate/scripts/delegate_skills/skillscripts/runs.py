@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from .. import jsjson, registry
-from ..relay import runs
+from ..runs import view as runs
 from . import fail, print_help, run_script, wants_help
 
 SCRIPT = "runs.py"
@@ -116,7 +116,7 @@ def _wait(args: list[str]) -> int:
 
 
 def _diff(args: list[str]) -> int:
-    from ..relay import rundiff
+    from ..runs import rundiff
 
     mode = "patch"
     for flag, name in (("--stat", "stat"), ("--name-only", "name-only")):
@@ -131,7 +131,7 @@ def _diff(args: list[str]) -> int:
 
 
 def _land(command: str, args: list[str]) -> int:
-    from ..relay import landing
+    from ..runs import landing
 
     force = command == "discard" and "--force" in args
     _, operands = _take_value([a for a in args if not (force and a == "--force")], None)
@@ -144,8 +144,8 @@ def _review(args: list[str]) -> int:
     """Review with the reviewer's own skill folder, installed beside this one."""
     import os
 
-    from ..relay import review
     from ..relay.rundir import default_root, ensure_private_root
+    from ..runs import review
 
     allow_self = "--allow-self" in args
     args = [a for a in args if a != "--allow-self"]
@@ -189,7 +189,7 @@ def _take_value_keep(args: list[str], flag: str) -> tuple[list[str], list[str]]:
 
 
 def _prune(args: list[str]) -> int:
-    from ..relay import prune
+    from ..runs import prune
 
     flags = {"--dry-run", "--force"}
     ages, rest = _take_value([a for a in args if a not in flags], "--older-than")
@@ -223,13 +223,13 @@ def _run(argv: list[str]) -> int:
     if command == "diff":
         return _diff(args)
     if command == "undo":
-        from ..relay import rundiff
+        from ..runs import rundiff
 
         _, operands = _take_value(args, None)
         _emit(rundiff.undo(_one_dir("undo", operands)))
         return 0
     if command == "logs":
-        from ..relay import runlogs
+        from ..runs import logs as runlogs
 
         follow = "-f" in args or "--follow" in args
         _, operands = _take_value([a for a in args if a not in ("-f", "--follow")], None)

@@ -25,12 +25,12 @@ import time
 
 from .. import registry
 from ..errors import UserError
+from ..isolation import linux
 from ..jsjson import js_trim
 from ..reading import read_limited, read_stream_limited
-from . import linux
+from ..snapshots.gitstate import Tripwire, touched_files
 from .adapter import Adapter, State
 from .child import Child, RelaySignals, is_missing_binary, signal_name
-from .gitstate import Tripwire, touched_files
 from .options import (
     HelpRequested,
     Usage,
@@ -213,7 +213,7 @@ class Relay:
         # a run in one of our worktrees (--continue, a review) takes its source's.
         self._lane_cwd = _lane_home(opts["cd"])
         if opts["outDir"] and not opts["dryRun"] and os.path.isdir(opts["outDir"]):
-            from .landing import unlanded_reason
+            from ..runs.landing import unlanded_reason
 
             held = unlanded_reason(opts["outDir"])
             if held is not None:
@@ -261,7 +261,7 @@ class Relay:
 
     def _continue_from(self, opts: dict) -> None:
         """Resume the session of an earlier run, where it ran. Raises Usage."""
-        from .runs import show
+        from ..runs.view import show
 
         adapter = self.adapter
         ref = opts["continueRun"]
@@ -395,8 +395,8 @@ class Relay:
 
     def dry_run(self, brief: str) -> int:
         """Print what a dispatch would launch, and why it would or would not; launch nothing."""
+        from ..isolation import sandbox
         from ..jsjson import stringify
-        from . import sandbox
         from .rundir import default_root
 
         adapter, opts = self.adapter, self.opts
@@ -427,7 +427,7 @@ class Relay:
         }
         if read_only:
             from ..gitmeta import repo_paths
-            from .record import state_dir
+            from ..runstore.record import state_dir
 
             paths = repo_paths(opts["cd"])
             ro = [opts["cd"], state_dir(), paths.toplevel, paths.git_dir, paths.common_dir]
@@ -475,7 +475,7 @@ class Relay:
             return self._not_started()
         self.run.reserve()
         if opts["outDir"]:
-            from .runs import remember
+            from ..runs.view import remember
 
             remember(self.run.path)
         run_id = f" · run id {self.record.id}" if self.record else ""
@@ -492,7 +492,7 @@ class Relay:
         self._begin_changes()
         env = adapter.launch_env(opts)
         if self.record is not None:
-            from .record import TOKEN_ENV
+            from ..runstore.record import TOKEN_ENV
 
             env[TOKEN_ENV] = self.record.get("token")
         if adapter.read_only(opts):
@@ -547,8 +547,8 @@ class Relay:
 
     def _make_record(self, out_dir: str, started: str) -> None:
         """The run's private record (record.py); a run goes on without one, unrecorded."""
-        from . import record
-        from .runs import process_start
+        from ..runs.view import process_start
+        from ..runstore import record
 
         worktree = None
         if self.worktree is not None:
@@ -587,7 +587,7 @@ class Relay:
         self.paths = repo_paths(self.opts["cd"])
         if self.paths.toplevel is None or self.record is None:
             return
-        from .changes import ChangeRecord
+        from ..snapshots.changes import ChangeRecord
 
         self.changes = ChangeRecord.for_run(
             self.paths, self.record.dir, [self.run.file(name) for name in self._artifact_names()]
@@ -610,10 +610,10 @@ class Relay:
 
     def _arm_read_only(self, env: dict[str, str]) -> None:
         """The sandbox (sandbox.py) and the tripwire baseline of a read-only run."""
-        from . import sandbox
-        from .gitprint import RepoSpec
-        from .gitstate import Excluded
-        from .record import state_dir
+        from ..isolation import sandbox
+        from ..runstore.record import state_dir
+        from ..snapshots.gitprint import RepoSpec
+        from ..snapshots.gitstate import Excluded
 
         paths = self.paths
         adapter, opts = self.adapter, self.opts
@@ -678,7 +678,7 @@ class Relay:
             )
 
     def _fresh_artifacts(self, brief: str) -> dict[str, bytes]:
-        from .runs import RUN_FILE, run_marker
+        from ..runs.view import RUN_FILE, run_marker
 
         adapter, opts, run = self.adapter, self.opts, self.run
         marker = run_marker(
@@ -909,7 +909,7 @@ class Relay:
 
     def _record_group(self, child: Child) -> None:
         """Add the implementer's process group to run.json, for `runs` to find."""
-        from .runs import RUN_FILE, process_start, run_marker
+        from ..runs.view import RUN_FILE, process_start, run_marker
 
         adapter, opts, run = self.adapter, self.opts, self.run
         marker = run_marker(
@@ -1168,7 +1168,7 @@ class Relay:
         reported = reported if isinstance(reported, str) and reported else None
         changed = None if requested == "last" or reported is None else reported != requested
         if self._repeated is None and self.settled and self.launched:
-            from . import sessions
+            from ..runstore import sessions
 
             known = [requested if requested != "last" else None, reported]
             same_answer = sessions.repeats(adapter.key, [k for k in known if k], final)
@@ -1182,8 +1182,8 @@ class Relay:
 
     def _artifact_names(self) -> list[str]:
         """Every file the relay writes in the run directory."""
-        from .changes import PATCH_NAME
-        from .runs import RUN_FILE
+        from ..runs.view import RUN_FILE
+        from ..snapshots.changes import PATCH_NAME
 
         adapter = self.adapter
         names = {
@@ -1206,7 +1206,7 @@ class Relay:
         field = self.adapter.session_field
         session = result.get(field) if field else None
         if self.settled and self.launched and isinstance(session, str) and session:
-            from . import sessions
+            from ..runstore import sessions
 
             sessions.remember(self.adapter.key, session, final)
 

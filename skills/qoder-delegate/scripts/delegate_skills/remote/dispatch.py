@@ -48,7 +48,7 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
         return relay._not_started()
     relay.run.close()
     if opts["outDir"]:
-        from ..relay.runs import remember
+        from ..runs.view import remember
 
         remember(relay.run.path)
     inside = os.path.relpath(os.path.realpath(opts["cd"]), os.path.realpath(top))
@@ -115,8 +115,8 @@ def finish(record, remote_run: client.RemoteRun, done: dict | None) -> tuple[dic
 
 def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
     """Fetch the run's branch, check it out in a local worktree; the result fields it gives."""
-    from ..relay.changes import describe
     from ..relay.worktree import BRANCH_PREFIX, add, diffstat_between, read_gitfile, worktrees_root
+    from ..snapshots.changes import describe
 
     top, run_id, base = remote["source"], remote["id"], remote["base"]
     branch = BRANCH_PREFIX + run_id
@@ -209,7 +209,7 @@ def signal_there(run, name: str) -> None:
 
 def reattach(run) -> None:
     """Follow a --host run whose relay is gone to its end, as its relay would have."""
-    from ..relay import record as records
+    from ..runstore import record as records
 
     private = run.private
     remote = private.get("remote") if private is not None else None
