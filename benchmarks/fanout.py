@@ -73,7 +73,7 @@ def relays_of(parent: int) -> dict[int, int]:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as handle:
                 argv = handle.read().split(b"\0")
-            if b"delegate_skills.relay" not in argv:
+            if b"delegate_skills.skillscripts.relay" not in argv:
                 continue
             with open(f"/proc/{name}/status") as handle:
                 fields = dict(line.split(":", 1) for line in handle if ":" in line)

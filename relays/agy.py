@@ -20,7 +20,7 @@ from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import State, session_lines
-from delegate_skills.relay.engine import STDERR_NAME
+from delegate_skills.relay.artifacts import STDERR_NAME
 from delegate_skills.relay.options import (
     Usage,
     check_choice,

@@ -29,6 +29,15 @@ def _private_state_home(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _private_temp_dir(tmp_path_factory):
+    """Relays put run directories under $TMPDIR/delegate-relay: keep them out of the real one."""
+    temp = tmp_path_factory.mktemp("tmpdir")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(temp))
+        yield temp
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _shared_bytecode(tmp_path_factory):
     """The Python processes tests start keep their bytecode in one place per run.
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, commit_all, git, make_repo
+from conftest import PYTHON, commit_all, git
 from fakes import relay, relay_argv
 from relaykit import Bench, read_pid
 
@@ -76,12 +76,13 @@ def test_apply_and_discard_refuse_a_run_that_is_still_running(source):
     )  # fmt: skip
     try:
         read_pid(source.tmp / "child.pid")
+        run_id = json.loads((source.out / "run.json").read_text())["id"]
         for verb in ("apply", "discard"):
             done = source.delegate("runs", verb, str(source.out))
             assert done.returncode == 2, done
             assert done.stderr == (
                 f"delegate: {source.out}: the run is still running; wait for it "
-                f"(runs wait {source.out}) before you {verb} it\n"
+                f"(runs wait {run_id}) before you {verb} it\n"
             )
         assert not (source.repo / "made.txt").exists()
         assert git(source.repo, "status", "--porcelain") == ""
@@ -110,22 +111,17 @@ def test_discard_refuses_a_record_that_names_a_branch_that_is_not_a_runs(source)
     assert Path(result["worktree"]["path"]).is_dir()
 
 
-def test_without_a_record_a_gitfile_that_leaves_the_repository_is_refused(source, tmp_path):
-    """A run from before private records: its `.git` file must still point into worktrees/."""
-    evil = make_repo(tmp_path / "evil")
-    (evil / "e.txt").write_text("evil\n")
-    commit_all(evil, "evil")
+def test_without_a_record_nothing_acts_on_the_run(source, tmp_path):
+    """A run directory the store has no record of is foreign: neither applied nor discarded."""
     result = source.run([{"write": ["made.txt", "x\n"]}])
     shutil.rmtree(source.record_dir())
     worktree = Path(result["worktree"]["path"])
-    (worktree / ".git").write_text(f"gitdir: {evil / '.git'}\n")
-    common = source.repo / ".git"
     for verb in ("apply", "discard"):
         done = source.delegate("runs", verb, str(source.out))
         assert done.returncode == 2, done
         assert done.stderr == (
-            f"delegate: cannot {verb} {source.out}: {worktree}/.git does not point into "
-            f"{common}/worktrees; inspect that folder and remove it yourself\n"
+            f"delegate: {source.out}: no relay of this machine recorded a run there (a foreign "
+            "run directory); nothing acts on it\n"
         )
     assert not (source.repo / "made.txt").exists()
     assert worktree.is_dir()

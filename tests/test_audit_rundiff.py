@@ -64,7 +64,7 @@ def test_undo_refuses_an_edit_since_the_run_hidden_behind_assume_unchanged(repo)
     done = repo.delegate("runs", "undo", str(out))
     assert done.returncode == 2, done
     assert done.stderr == (
-        f"delegate: cannot undo {out}: app.py changed since the run (1 path(s)); nothing was "
+        f"delegate: cannot undo {run_id(out)}: app.py changed since the run (1 path(s)); nothing was "
         "changed. Take the run back by hand (runs diff shows its patch)\n"
     )
     assert (repo.work / "app.py").read_text() == "my own edit, after the run\n"
@@ -82,7 +82,7 @@ def test_undo_never_replaces_an_ignored_file_where_it_would_write(repo):
     done = repo.delegate("runs", "undo", str(out))
     assert done.returncode == 2, done
     assert done.stderr == (
-        f"delegate: cannot undo {out}: {repo.work} has files git ignores or does not track "
+        f"delegate: cannot undo {run_id(out)}: {repo.work} has files git ignores or does not track "
         "where the run writes: data; move them aside and apply again (nothing was changed)\n"
     )
     assert (repo.work / "data").read_text() == "precious, ignored\n"
@@ -105,7 +105,7 @@ def _holds_open(pid: int, path: Path) -> bool:
 
 
 def test_undo_waits_in_the_landing_queue(repo):
-    from delegate_skills.runs.landing import landing_lock
+    from delegate_skills.runs.gitland import landing_lock
 
     out = repo.run([{"write": ["app.py", FIX]}])
     lock = repo.work / ".git" / "delegate-skills" / "landing.lock"
@@ -127,3 +127,8 @@ def test_undo_waits_in_the_landing_queue(repo):
         if proc is not None:
             proc.kill()
             proc.communicate()
+
+
+def run_id(out) -> str:
+    """The id the run store gave the run in `out` (its result.json says it)."""
+    return json.loads((Path(out) / "result.json").read_text())["relayRunId"]

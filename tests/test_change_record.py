@@ -167,7 +167,7 @@ def test_runs_undo_refuses_when_a_touched_file_changed_since(repo):
     done = repo.delegate("runs", "undo", str(out))
     assert done.returncode == 2
     assert done.stderr == (
-        f"delegate: cannot undo {out}: new.txt changed since the run (1 path(s)); nothing was "
+        f"delegate: cannot undo {run_id(out)}: new.txt changed since the run (1 path(s)); nothing was "
         "changed. Take the run back by hand (runs diff shows its patch)\n"
     )
     assert (repo.work / "app.py").read_text() == FIX
@@ -198,3 +198,8 @@ def test_a_lone_skill_folder_prints_the_diff_under_a_bare_python(repo, tmp_path)
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == (out / "changes.patch").read_text()
+
+
+def run_id(out) -> str:
+    """The id the run store gave the run in `out` (its result.json says it)."""
+    return json.loads((Path(out) / "result.json").read_text())["relayRunId"]

@@ -455,7 +455,7 @@ def test_usage_honours_the_env_dir(tmp_path):
 
 
 def test_table_for_a_terminal(machine):
-    from delegate_skills.commands.cli import discover_table
+    from delegate_skills.commands.discover_cli import discover_table
 
     env, _bindir, _home = machine
     text = discover_table(disc.discover(with_usage=True, env=env))

@@ -10,7 +10,7 @@ import pytest
 from conftest import delegate, fleet_doc, write_json
 from discoverkit import ANSWERS, install
 
-from delegate_skills.commands.cli import doctor_text
+from delegate_skills.commands.discover_cli import doctor_text
 
 
 @pytest.fixture

@@ -200,11 +200,13 @@ def test_runs_list_finds_a_run_with_its_own_out_dir_anywhere(tmp_path):
     )  # fmt: skip
     dirs = [run["outDir"] for run in json.loads(listed.stdout)["runs"]]
     assert str(tmp_path / "somewhere" / "else" / "run-1") in dirs
-    assert str(gone) not in dirs
-    index = json.loads((tmp_path / "state" / "delegate-skills" / "runs-index.json").read_text())
-    # The index is written through the queue; its lock is beside it, not in any repository.
-    assert index["version"] == 1
-    assert os.path.exists(tmp_path / "state" / "delegate-skills" / "runs-index.json.lock")
+    # The run store still knows the run whose directory was removed (its worktree, its
+    # change record): it stays listed until it is pruned.
+    assert str(gone) in dirs
+    records = tmp_path / "state" / "delegate-skills" / "runs"
+    assert len(os.listdir(records)) == 2
+    # Each record is written through the queue; its lock is beside it, in the store.
+    assert all(os.path.exists(records / name / "record.json.lock") for name in os.listdir(records))
 
 
 # ---------------------------------------------------------------- errors a user can cause
@@ -352,7 +354,7 @@ def project(tmp_path, home, repo):
     )
     bench = Bench(tmp_path / "bench", "codex")
     bench.script({})
-    assert bench.relay().code == 0
+    assert bench.relay(env={**bench.fake.env(), "XDG_STATE_HOME": env["XDG_STATE_HOME"]}).code == 0
     return {"repo": str(repo), "lanes": str(lanes), "run": str(bench.out), "env": env}
 
 

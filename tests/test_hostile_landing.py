@@ -91,13 +91,19 @@ def test_a_run_that_removes_a_submodule_is_refused_and_the_checkout_kept(source,
     (source.repo / "sub" / "f.txt").write_text("uncommitted work in the submodule\n")
     (source.repo / "sub" / "notes.txt").write_text("untracked work in the submodule\n")
     before = tree_bytes(source.repo / "sub")
-    for removal in ([{"git": ["rm", "-q", "sub"]}], [{"git": ["rm", "-q", "--cached", "sub"]}]):
-        out = source.run(removal)
-        done = source.apply(out)
-        assert done.returncode == 2, done
-        assert done.stderr.count("\n") == 1
-        assert "the run changes the submodule sub" in done.stderr
-        assert tree_bytes(source.repo / "sub") == before
+    out = source.run([{"git": ["rm", "-q", "sub"]}])
+    done = source.apply(out)
+    assert done.returncode == 2, done
+    assert done.stderr.count("\n") == 1
+    assert "the run changes the submodule sub" in done.stderr
+    assert tree_bytes(source.repo / "sub") == before
+    # Untracked only in the worktree's index, its folder left as it was: the run's files did
+    # not change, so its change record shows nothing, and nothing lands.
+    out = source.run([{"git": ["rm", "-q", "--cached", "sub"]}])
+    done = source.apply(out)
+    assert done.returncode == 0, done
+    assert json.loads(done.stdout)["applied"] == []
+    assert tree_bytes(source.repo / "sub") == before
 
 
 def test_a_new_folder_where_the_source_has_an_ignored_file_is_refused(source):
@@ -197,17 +203,22 @@ def test_apply_does_not_store_the_sources_untracked_files(source):
     assert (source.repo / "dataset.bin").read_bytes() == big
 
 
-def test_a_replaced_gitfile_makes_apply_and_discard_refuse(source, tmp_path):
+def test_a_replaced_gitfile_makes_discard_refuse_and_apply_land_the_record(source, tmp_path):
+    """apply lands the recorded change without reading the worktree; discard will not remove
+    a worktree whose .git file names another repository."""
     evil = make_repo(tmp_path / "evil")
     marker = tmp_path / "fsmonitor-ran"
     git(evil, "config", "core.fsmonitor", f"touch {marker}; false")
     out = source.run([{"write": ["made.txt", "x\n"]}])
     worktree = Path(json.loads((out / "result.json").read_text())["worktree"]["path"])
     (worktree / ".git").write_text(f"gitdir: {evil / '.git'}\n")
-    for verb in ("apply", "discard"):
-        done = source.delegate("runs", verb, str(out))
-        assert done.returncode == 2, done
-        assert "was replaced during the run" in done.stderr
+    done = source.delegate("runs", "discard", str(out))
+    assert done.returncode == 2, done
+    assert "was replaced during the run" in done.stderr
+    applied = source.delegate("runs", "apply", str(out), "--json")
+    assert applied.returncode == 0, applied
+    assert json.loads(applied.stdout)["applied"] == ["made.txt"]
+    assert (source.repo / "made.txt").read_text() == "x\n"
     assert not marker.exists()
     assert worktree.is_dir()
 

@@ -98,13 +98,14 @@ def test_malformed_run_records_do_not_stop_runs_list(tmp_path, home):
     (garbage / "result.json").write_text('{"status": ')
     done = delegate("runs", "list", "--root", str(root), "--json")
     assert done.returncode == 0, done.stderr
-    listed = {Path(r["outDir"]).name: r for r in json.loads(done.stdout)["runs"]}
-    assert set(listed) >= {"good", "zoneless", "numeric"}
-    assert listed["good"]["elapsedSeconds"] == 5.0
-    assert listed["zoneless"]["elapsedSeconds"] == 2.0
-    assert listed["numeric"]["elapsedSeconds"] is None
-    assert listed["numeric"]["implementer"] is None
-    assert listed["numeric"]["exitCode"] is None
+    runs = json.loads(done.stdout)["runs"]
+    listed = {Path(r["outDir"]).name: r for r in runs if Path(r["outDir"]).parent == root}
+    # No relay recorded any of them: each is listed as foreign, nothing read from its files.
+    assert {name: r["status"] for name, r in listed.items()} == {
+        "good": "foreign", "zoneless": "foreign", "numeric": "foreign", "bad": "foreign"
+    }  # fmt: skip
+    assert {r["implementer"] for r in listed.values()} == {None}
+    assert {r["elapsedSeconds"] for r in listed.values()} == {None}
 
 
 def slow_git(tmp_path: Path, verb: str) -> tuple[Path, Path]:

@@ -51,7 +51,8 @@ def denial(text: str) -> dict:
 
 
 @pytest.fixture
-def bench(tmp_path, home):
+def bench(tmp_path, home, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the run directory is in the temp dir
     bench = Bench(tmp_path, "copilot")
     bench.script({"actions": [{"stdout": SUCCESS}]})
     return bench

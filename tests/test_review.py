@@ -98,7 +98,7 @@ def test_parse_takes_the_last_valid_block():
 
 
 def test_compare_shows_each_runs_change_check_and_review(reviewed, tmp_path):
-    from delegate_skills.commands.cli import compare_text
+    from delegate_skills.commands.runs_cli import compare_text
 
     source, claude, original = reviewed
     claude.script({"run": {"actions": [{"stdout": _claude_says(VALID)}]}})

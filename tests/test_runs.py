@@ -13,7 +13,7 @@ from conftest import PYTHON
 from fakes import relay_argv
 from relaykit import Bench, finish, read_pid
 
-from delegate_skills.commands.cli import _run_text
+from delegate_skills.commands.runs_cli import _run_text
 from delegate_skills.runs import view as runs
 
 
@@ -161,7 +161,7 @@ def test_show_on_a_directory_without_a_run(tmp_path):
     assert done.returncode == 2
     assert (
         done.stderr
-        == f"delegate: {tmp_path}: no relay run here (neither run.json nor result.json)\n"
+        == f"delegate: {tmp_path}: no relay run here (no run record names this directory)\n"
     )
 
 

@@ -13,7 +13,7 @@ from conftest import PYTHON, ROOT, run
 from fakes import alive, relay_argv, wait_for
 from relaykit import Bench, read_pid
 
-from delegate_skills.commands.cli import cancel_text
+from delegate_skills.commands.runs_cli import cancel_text
 
 #: Every test here runs with the Linux mechanisms and without them (conftest).
 pytestmark = pytest.mark.usefixtures("mechanisms")

@@ -9,7 +9,7 @@ import pytest
 from conftest import commit_all, git
 from test_worktree import BRIEF_EDIT, Source
 
-from delegate_skills.commands.cli import runs_table
+from delegate_skills.commands.runs_cli import runs_table
 
 
 @pytest.fixture

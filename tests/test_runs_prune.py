@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,10 @@ def source(tmp_path, home) -> Source:
 
 
 def _prune(source: Source, *args: str) -> dict:
-    done = source.delegate("runs", "prune", "--json", *args)
+    """`runs prune` on the source's runs, with no minimum age unless `args` give one."""
+    if "--older-than" not in args:
+        args = ("--older-than", "0", *args)
+    done = source.delegate("runs", "prune", "--json", "--cwd", str(source.repo), *args)
     assert done.code == 0, done
     return json.loads(done.out)
 
@@ -76,10 +80,8 @@ def test_prune_keeps_unlanded_work_and_removes_the_rest(source, tmp_path):
 def test_an_orphan_worktree_is_removed_only_when_it_holds_nothing(source, tmp_path):
     clean = _worktree_run(source, tmp_path / "clean", {})
     busy = _worktree_run(source, tmp_path / "busy", BRIEF_EDIT)
-    for name in ("clean", "busy"):  # the run directories are gone: orphans
-        for path in (tmp_path / name).iterdir():
-            path.unlink()
-        (tmp_path / name).rmdir()
+    for result in (clean, busy):  # no record names the worktrees any more: orphans
+        shutil.rmtree(source.state / "delegate-skills" / "runs" / result["relayRunId"])
     done = _prune(source)
     orphans = {Path(o["path"]).name: (o["prunable"], o["removed"]) for o in done["orphans"]}
     assert orphans == {
@@ -95,12 +97,14 @@ def test_older_than_spares_younger_runs_and_runs_py_prunes_the_same(source, tmp_
     assert source.relay(out=tmp_path / "young").code == 0
     spared = _prune(source, "--older-than", "1d")
     assert [(r["outDir"], r["reason"]) for r in spared["kept"]] == [
-        (str(tmp_path / "young"), "younger than --older-than")
+        (str(tmp_path / "young"), "ended less than 24h ago")
     ]
     assert spared["removed"] == []
+    default = _prune(source, "--older-than", "15m")
+    assert [r["reason"] for r in default["kept"]] == ["ended less than 15m ago"]
     bad = source.delegate("runs", "prune", "--older-than", "soon")
     assert bad.code == 2 and "7d, 12h, 90m" in bad.err
-    script = run([PYTHON, RUNS_PY, "prune"], env=source.env)
+    script = run([PYTHON, RUNS_PY, "prune", "--older-than", "0"], env=source.env, cwd=source.repo)
     assert script.code == 0, script
     assert [r["outDir"] for r in json.loads(script.out)["removed"]] == [str(tmp_path / "young")]
     assert not (tmp_path / "young").exists()
@@ -108,7 +112,7 @@ def test_older_than_spares_younger_runs_and_runs_py_prunes_the_same(source, tmp_
 
 
 def test_the_text_a_person_reads():
-    from delegate_skills.commands.cli import prune_text
+    from delegate_skills.commands.landing_cli import prune_text
 
     report = {
         "dryRun": True,

@@ -199,14 +199,14 @@ def test_approval_carries_over_when_the_bytes_are_the_approved_ones(source):
 #: prints whether filelock was imported. argv[1:] are the relay's flags.
 RELAY_IN_PROCESS = """
 import sys
-from delegate_skills.relay.main import main
+from delegate_skills.skillscripts.relay import main
 code = main("codex", sys.argv[1:])
 print(code, "filelock" in sys.modules)
 """
 
 
 def test_a_relay_takes_its_write_locks_without_filelock(source):
-    """The run index and the carried approval are written under the flock taken by hand.
+    """The run's record and the carried approval are written under the flock taken by hand.
 
     So an installed relay runs what a skill folder runs, and parallel relays
     stay small; the lock is the one filelock takes (tests/test_write_queue.py).
@@ -229,8 +229,10 @@ def test_a_relay_takes_its_write_locks_without_filelock(source):
     assert done.stdout.splitlines()[-1] == "0 False", done
     result = json.loads((out / "result.json").read_text())
     assert (result["status"], result["laneSource"]) == ("completed", "project")
-    index = json.loads((source.state / "delegate-skills" / "runs-index.json").read_text())
-    assert str(out) in index["runs"]
+    records = source.state / "delegate-skills" / "runs"
+    record = json.loads((records / result["relayRunId"] / "record.json").read_text())
+    assert record["outDir"] == str(out) and record["ended"]["status"] == "completed"
+    assert (records / result["relayRunId"] / "record.json.lock").exists()
 
 
 def test_a_config_edited_after_approval_is_not_carried_over(source):

@@ -192,7 +192,7 @@ def clean_env(root: Path, path_first: Path | None = None) -> dict[str, str]:
 
 def relay_command(cli: str, *args: str) -> list[str]:
     """The relay as the orchestrator starts it, from this checkout's sources."""
-    return [sys.executable, "-m", "delegate_skills.relay", cli, *args]
+    return [sys.executable, "-m", "delegate_skills.skillscripts.relay", cli, *args]
 
 
 class RelayOutcome:

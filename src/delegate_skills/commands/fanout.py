@@ -14,7 +14,6 @@ import datetime
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import registry
 from ..errors import UserError, did_you_mean
 from ..reading import read_limited
+from ..relay.main import relay_command
 from ..relay.rundir import default_root, ensure_private_root
 
 #: The relay's stderr, kept in each run directory.
@@ -177,7 +177,7 @@ class Fanout:
         return path
 
     def _argv(self, target: Target, out_dir: str) -> list[str]:
-        argv = [sys.executable, "-m", "delegate_skills.relay", target.implementer]
+        argv = [*relay_command(), target.implementer]
         brief = target.brief or self.brief
         argv += ["--brief", brief, "--cd", self.cd, "--worktree", "--out-dir", out_dir]
         if target.lane:
@@ -229,6 +229,7 @@ class Fanout:
                 return None
             proc = subprocess.Popen(
                 self._argv(target, out_dir),
+                env=launcher_env(RELAY_LOG),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -236,6 +237,14 @@ class Fanout:
             )
             self._live[proc.pid] = proc
         return proc
+
+
+def launcher_env(*files: str) -> dict[str, str]:
+    """The relay's environment: it is told which files we put in the run directory it got
+    from us, which we made, so its record counts them as the run's."""
+    from ..relay.artifacts import LAUNCHER_FILES_ENV, LAUNCHER_MADE_DIR_ENV
+
+    return {**os.environ, LAUNCHER_FILES_ENV: ",".join(files), LAUNCHER_MADE_DIR_ENV: "1"}
 
 
 def _signal(proc: subprocess.Popen, signum: int) -> None:
@@ -261,9 +270,13 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
     """The row for a finished relay, from its result.json (or its stderr when it wrote none)."""
     from ..reading import read_json_object
     from ..runs.view import RESULT_FILE, RESULT_LIMIT
+    from ..runstore import liveness, lookup
+    from ..runstore.record import by_out_dir
 
+    record = by_out_dir(out_dir)
+    ended = liveness.ended(record) if record is not None else None
     result = read_json_object(os.path.join(out_dir, RESULT_FILE), RESULT_LIMIT)
-    if result is None:
+    if ended is None or result is None:
         return {
             "status": "refused" if code == 2 else "lost",
             "exitCode": code,
@@ -274,17 +287,18 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
             "error": _last_line(os.path.join(out_dir, RELAY_LOG))
             or f"the relay exited {code} without a result",
         }
+    # What the run is comes from its record; result.json adds what is only for reading.
     row = {
-        "status": result.get("status"),
-        "exitCode": result.get("exitCode"),
+        "status": ended["status"],
+        "exitCode": ended.get("exitCode"),
         "durationSeconds": seconds,
         "worktree": result.get("worktree"),
         "diffstat": result.get("diffstat"),
         "tokens": tokens_of(result),
     }
-    row["landing"] = "pending" if isinstance(result.get("worktree"), dict) else None
-    if isinstance(result.get("check"), dict):
-        row["check"] = result["check"]
+    row["landing"] = lookup.landing(record)
+    if record.section("check") is not None:
+        row["check"] = record.section("check")
     if "readOnlyViolation" in result:  # a read-only run: its verdict, true, false or null
         row["readOnlyViolation"] = result["readOnlyViolation"]
     if result.get("error"):

@@ -223,9 +223,12 @@ def start_relay(
         argv += ["--lane", lane]
     argv += list(args)
     try:
+        from .fanout import launcher_env
+
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL if brief is None else subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            env=launcher_env(RELAY_LOG),
         )  # fmt: skip
     finally:
         os.close(log)
@@ -242,7 +245,7 @@ def start_relay(
 
 def _started(proc: subprocess.Popen, out_dir: str) -> bool:
     """Wait until the relay wrote run.json (True) or exited without it (False)."""
-    from ..runs.view import RUN_FILE
+    from ..relay.marker import RUN_FILE
 
     marker = os.path.join(out_dir, RUN_FILE)
     ends = time.monotonic() + START_WAIT_S

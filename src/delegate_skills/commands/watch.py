@@ -35,7 +35,7 @@ def _elapsed(seconds: float | None) -> str:
 def last_event(out_dir: str) -> str:
     """The run's latest event as one readable line ("" when there is none yet)."""
     try:
-        path = runlogs.events_path(runs.Run(out_dir))
+        path = runlogs.events_path(runs.find(out_dir))
         size = os.path.getsize(path)
     except (UserError, OSError):  # no event log, or not yet: nothing to show
         return ""
@@ -47,9 +47,10 @@ def rows(out_dirs: list[str]) -> list[dict]:
     """The state of each run, as the table shows it."""
     found = []
     for out_dir in out_dirs:
-        run = runs.Run(out_dir)
-        if not run.exists:
-            continue
+        try:
+            run = runs.find(out_dir)
+        except UserError:
+            continue  # not started yet
         summary = run.summary()
         summary["lastEvent"] = last_event(out_dir) if summary["status"] == "running" else ""
         summary["tokens"] = tokens_of(run.result) if run.result else None

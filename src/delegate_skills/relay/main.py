@@ -1,4 +1,4 @@
-"""`relay.py` and `delegate relay KEY`: load the implementer's adapter and run it."""
+"""Loading an implementer's adapter (relays/<key>.py) by its key."""
 
 from __future__ import annotations
 
@@ -25,6 +25,15 @@ def _checkout_relays() -> None:
     sys.modules["delegate_skills.relays"] = package
 
 
+#: The module a relay runs as without the click CLI (`python -m …`): it chooses here or --host.
+ENTRY_MODULE = "delegate_skills.skillscripts.relay"
+
+
+def relay_command() -> list[str]:
+    """How this interpreter runs a relay without the click CLI (fanout, review): + KEY."""
+    return [sys.executable, "-m", ENTRY_MODULE]
+
+
 def load_adapter(key: str):
     """The adapter instance for implementer `key`, or None when there is none."""
     if registry.get(key) is None:
@@ -40,13 +49,3 @@ def load_adapter(key: str):
             return None
         raise
     return module.ADAPTER
-
-
-def main(key: str, argv: list[str]) -> int:
-    adapter = load_adapter(key)
-    if adapter is None:
-        sys.stderr.write(f"relay: no relay for implementer {key!r}\n")
-        return 2
-    from .engine import Relay
-
-    return Relay(adapter).main(argv)

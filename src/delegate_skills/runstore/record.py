@@ -1,18 +1,21 @@
-"""The private record of a run: what the relay knows and the implementer cannot rewrite.
+"""One run's record in the run store: what the relay knows and the implementer cannot rewrite.
 
 The run directory (`--out-dir`) is written by the implementer as much as by
-the relay: some CLIs put their own files there, and any of them could rewrite
-`run.json`. What decides which processes `runs wait/cancel/discard` signal,
-which worktree and branch they remove, and what a run changed is therefore
-kept apart, under the state dir: `<state>/runs/<id>/record.json`, beside the
-private index the change record is made with. A read-only run's implementer
-has the state dir bound read-only (sandbox.py).
+the relay, so nothing a later command acts on is read from it. Each run has a
+private directory under the state dir, `<state>/runs/<id>/` (0700), holding
+`record.json` and what else only we write for that run: the private index of
+its change record, a copy of its final answer. A confined or read-only run's
+implementer cannot reach the state dir.
 
-A record names the relay and the implementer's process group each with its
-kernel start time, so a pid the kernel has since given to another process is
-never signalled; the run's cgroup, if it has one; a token the implementer's
-environment carries; the worktree and branch of a --worktree run with the
-`.git` file that pointed at its git dir; and the trees of the change record.
+`record.json` holds, as the run goes: where it runs (`workdir`, `repository`,
+`outDir` and whether the relay made it), who runs it (`implementer`, `lane`,
+`readOnly`), the relay's and the implementer's processes with their kernel
+start times, its cgroup, the token its environment carries, the worktree of a
+--worktree run, the remote ids of a --host run, the change record's trees, the
+files the relay wrote into the out-dir (`artifacts`), how it ended (`ended`:
+status, exit code, time), its session id, its --setup and --check outcomes,
+and later what `runs` did with it (`landing`) and, for a review run, the
+verdict (`review`). Every change goes through the write queue (store.queue).
 """
 
 from __future__ import annotations
@@ -20,26 +23,20 @@ from __future__ import annotations
 import os
 
 from ..reading import CONFIG_LIMIT, read_json_object
+from .paths import records_root
 
 RECORD_SCHEMA = "delegate-run-record.v1"
-RECORDS_DIR = "runs"
 RECORD_FILE = "record.json"
+FINAL_COPY = "final.txt"
+BRIEF_COPY = "brief.txt"
+#: A copy of the work tree's own index before the run (what `runs undo` puts back).
+INDEX_BEFORE = "index.before"
 #: The implementer's environment names its run; `runs` finds strays by it.
 TOKEN_ENV = "DELEGATE_RUN_TOKEN"
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # no i, l, o, u: ids are read aloud and typed
 ID_LENGTH = 8
-
-
-def state_dir() -> str:
-    """`$XDG_STATE_HOME/delegate-skills` (else ~/.local/state/delegate-skills)."""
-    base = os.environ.get("XDG_STATE_HOME")
-    if not base or not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "delegate-skills")
-
-
-def records_root() -> str:
-    return os.path.join(state_dir(), RECORDS_DIR)
+#: A record holds paths, ids and small outcomes; a larger file is not one of ours.
+RECORD_LIMIT = 4 * CONFIG_LIMIT
 
 
 def valid_id(text: object) -> bool:
@@ -56,7 +53,7 @@ def record_dir(run_id: str) -> str:
 
 
 def remove(run_id: str) -> None:
-    """Delete a run's private record (its directory and what is in it), if it is there."""
+    """Delete a run's record (its directory and what is in it), if it is there."""
     import shutil
 
     if valid_id(run_id):
@@ -81,12 +78,8 @@ def create_dir() -> tuple[str, str]:
     raise OSError(f"no free run id under {root}")
 
 
-def _real(path: str) -> str:
-    return os.path.realpath(path)
-
-
 class Record:
-    """One run's private record, as loaded; `save` writes it back whole."""
+    """One run's record, as loaded; `update` changes it under the write queue."""
 
     def __init__(self, run_id: str, data: dict) -> None:
         self.id = run_id
@@ -102,6 +95,18 @@ class Record:
 
     def get(self, key: str, default=None):
         return self.data.get(key, default)
+
+    def text(self, key: str) -> str | None:
+        value = self.data.get(key)
+        return value if isinstance(value, str) else None
+
+    def section(self, key: str) -> dict | None:
+        value = self.data.get(key)
+        return value if isinstance(value, dict) else None
+
+    def reloaded(self) -> Record:
+        """The record as it is on disk now (this one, when it cannot be read)."""
+        return load(self.id) or self
 
     def save(self) -> None:
         """Replace record.json atomically. Raises OSError."""
@@ -121,6 +126,25 @@ class Record:
             self.data.update(fields)
             self.save()
 
+    def keep(self, name: str, text: str) -> None:
+        """A private copy of something the run produced (its brief, its final answer)."""
+        from ..store import atomic_write
+
+        atomic_write(
+            os.path.join(self.dir, name),
+            text.encode("utf-8", errors="replace"),
+            durable=False,
+            new_mode=0o600,
+        )
+
+    def read_kept(self, name: str, limit: int) -> str | None:
+        """A private copy kept with `keep`, up to `limit` bytes; None when there is none."""
+        try:
+            with open(os.path.join(self.dir, name), "rb") as handle:
+                return handle.read(limit).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+
 
 def new(out_dir: str, **fields) -> Record:
     """Make and write the record of a run starting now. Raises OSError."""
@@ -128,7 +152,13 @@ def new(out_dir: str, **fields) -> Record:
     token = os.urandom(16).hex()
     record = Record(
         run_id,
-        {"schema": RECORD_SCHEMA, "id": run_id, "outDir": _real(out_dir), "token": token, **fields},
+        {
+            "schema": RECORD_SCHEMA,
+            "id": run_id,
+            "outDir": os.path.realpath(out_dir),
+            "token": token,
+            **fields,
+        },
     )
     record.save()
     return record
@@ -138,56 +168,37 @@ def load(run_id: str) -> Record | None:
     """The record of `run_id`, or None when there is none (or it is not one of ours)."""
     if not valid_id(run_id):
         return None
-    data = read_json_object(os.path.join(record_dir(run_id), RECORD_FILE), CONFIG_LIMIT)
+    data = read_json_object(os.path.join(record_dir(run_id), RECORD_FILE), RECORD_LIMIT)
     if not data or data.get("schema") != RECORD_SCHEMA or data.get("id") != run_id:
         return None
     return Record(run_id, data)
 
 
-def for_out_dir(out_dir: str, hinted_id: object = None) -> Record | None:
-    """The record whose run wrote to `out_dir`.
-
-    `hinted_id` (the id run.json names) is tried first; it only counts when
-    that record names this very directory, so a rewritten run.json cannot
-    point at another run. Otherwise every record is looked at.
-    """
-    wanted = _real(out_dir)
-    if valid_id(hinted_id):
-        record = load(hinted_id)
-        if record is not None and record.get("outDir") == wanted:
-            return record
-    newest = None
-    for record in all_records():
-        if record.get("outDir") == wanted and (
-            newest is None or str(record.get("startedAt")) > str(newest.get("startedAt"))
-        ):
-            newest = record
-    return newest
-
-
-def all_records() -> list[Record]:
+def _ids(prefix: str = "") -> list[str]:
     try:
         names = os.listdir(records_root())
     except OSError:
         return []
-    found = []
-    for name in sorted(names):
-        record = load(name)
-        if record is not None:
-            found.append(record)
-    return found
+    return sorted(name for name in names if name.startswith(prefix) and valid_id(name))
+
+
+def all_records() -> list[Record]:
+    """Every record in the store (ids in order)."""
+    return [found for name in _ids() if (found := load(name)) is not None]
 
 
 def by_prefix(prefix: str) -> list[Record]:
     """Records whose id starts with `prefix`."""
-    try:
-        names = os.listdir(records_root())
-    except OSError:
-        return []
-    found = []
-    for name in sorted(names):
-        if name.startswith(prefix):
-            record = load(name)
-            if record is not None:
-                found.append(record)
-    return found
+    return [found for name in _ids(prefix) if (found := load(name)) is not None]
+
+
+def by_out_dir(out_dir: str) -> Record | None:
+    """The newest record of a run that wrote to `out_dir` (by its real path), or None."""
+    wanted = os.path.realpath(out_dir)
+    newest = None
+    for found in all_records():
+        if found.get("outDir") == wanted and (
+            newest is None or str(found.get("startedAt")) > str(newest.get("startedAt"))
+        ):
+            newest = found
+    return newest

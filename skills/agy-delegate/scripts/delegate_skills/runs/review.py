@@ -17,11 +17,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 from .. import registry
 from ..errors import UserError
-from . import rundiff
+from . import diff as rundiff
 from . import view as runs
 
 VERDICTS = ("approve", "request-changes")
@@ -29,6 +28,10 @@ SEVERITIES = ("high", "medium", "low")
 _BLOCK = re.compile(r"```json\s*\n(.*?)\n\s*```", re.S)
 #: The most of a run's patch a review brief carries.
 PATCH_LIMIT = 512 * 1024
+#: The most of a reviewer's answer read for its verdict.
+ANSWER_LIMIT = 4 * 1024 * 1024
+BRIEF_NAME = "review-brief.md"
+FINAL_COPY = "final.txt"
 
 ASK = """You are reviewing a change another coding agent made. Do not edit any file.
 
@@ -93,23 +96,22 @@ def _reviewer(run: runs.Run, lane: str | None, implementer: str | None, allow_se
         if registry.get(implementer) is None:
             raise UserError(f"--implementer {implementer}: unknown implementer")
         key = implementer
-    author = run.marker.get("implementer") or (run.result or {}).get("tool")
+    author = run.record.text("implementer")
     if key == author and not allow_self:
         raise UserError(
-            f"{run.id or run.out_dir} was written by {author}; a run is not reviewed by its own "
+            f"{run.id} was written by {author}; a run is not reviewed by its own "
             "implementer (the cross-review rule): name another, or pass --allow-self"
         )
     return key, lane
 
 
 def _brief(run: runs.Run) -> str:
-    path = (run.result or {}).get("briefPath") or os.path.join(run.out_dir, "brief.txt")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            brief = handle.read(PATCH_LIMIT)
-    except OSError:
+    from ..runstore.record import BRIEF_COPY
+
+    brief = run.record.read_kept(BRIEF_COPY, PATCH_LIMIT)
+    if brief is None:
         brief = "(the run's brief could not be read)"
-    patch = rundiff.diff(run.out_dir, "patch").decode("utf-8", errors="replace")
+    patch = rundiff.diff(run.id, "patch").decode("utf-8", errors="replace")
     if len(patch) > PATCH_LIMIT:
         patch = patch[:PATCH_LIMIT] + "\n[… the patch goes on; review what is here]"
     return ASK.format(brief=brief.strip(), patch=patch.strip() or "(no change)")
@@ -117,7 +119,9 @@ def _brief(run: runs.Run) -> str:
 
 def installed_relay(key: str) -> list[str]:
     """How the installed package runs implementer `key`'s relay."""
-    return [sys.executable, "-m", "delegate_skills.relay", key]
+    from ..relay.main import relay_command
+
+    return [*relay_command(), key]
 
 
 def review(
@@ -135,23 +139,31 @@ def review(
     `relay_for(key)` is the command line that runs implementer `key`'s relay
     (a skill folder runs the reviewer's folder beside it). With `host` the
     reviewer runs on that machine, on the run's tree as it is (uncommitted
-    change included).
+    change included). The verdict is read from the reviewer's answer as its
+    relay recorded it in the store, and recorded there with the review run.
     """
+    from ..runstore import liveness
+    from ..runstore.record import by_out_dir
+
     run = runs.show(ref)
-    if run.status in ("running", "orphaned"):
-        raise UserError(f"{ref}: the run is still {run.status}; review it once it has ended")
+    status = liveness.status(run.record)
+    if status in liveness.IN_FLIGHT:
+        raise UserError(f"{ref}: the run is still {status}; review it once it has ended")
     key, lane = _reviewer(run, lane, implementer, allow_self)
     relay = relay_for(key)
     tree = run.worktree or {}
     cd = tree.get("path") if isinstance(tree.get("path"), str) else None
     if cd is None or not os.path.isdir(cd):
-        cd = (run.result or {}).get("workdir") or run.marker.get("workdir")
+        cd = run.record.text("workdir")
     if not isinstance(cd, str) or not os.path.isdir(cd):
         raise UserError(f"{ref}: the tree that holds the run's change is gone")
+    brief = _brief(run)
+    made = not os.path.isdir(out_dir)
     os.makedirs(out_dir, mode=0o700, exist_ok=True)
-    brief_file = os.path.join(out_dir, "review-brief.md")
-    with open(brief_file, "w", encoding="utf-8") as handle:
-        handle.write(_brief(run))
+    brief_file = os.path.join(out_dir, BRIEF_NAME)
+    from ..store import atomic_write
+
+    atomic_write(brief_file, brief.encode("utf-8"), durable=False, new_mode=0o600)
     argv = [*relay, "--read-only", "--cd", cd, "--brief", brief_file, "--out-dir", out_dir]
     if lane:
         argv += ["--lane", lane]
@@ -159,14 +171,54 @@ def review(
         argv += ["--timeout", timeout]
     if host:
         argv += ["--host", host, "--include-uncommitted"]
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False)
-    result = runs.Run(out_dir).result
-    if result is None:
+    from ..relay.artifacts import LAUNCHER_FILES_ENV, LAUNCHER_MADE_DIR_ENV
+
+    env = {**os.environ, LAUNCHER_FILES_ENV: BRIEF_NAME}
+    if made:
+        env[LAUNCHER_MADE_DIR_ENV] = "1"
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          env=env, check=False)  # fmt: skip
+    record = by_out_dir(out_dir)
+    result = runs.Run(record, out_dir).result if record is not None else None
+    if record is None or result is None:
+        if made and record is None:
+            _drop_empty(out_dir, brief_file)
         raise UserError(f"the review relay ({key}) ended without a result (exit {done.returncode})")
-    result["review"] = parse_verdict(result.get("finalMessage") or "")
-    result["reviewOf"] = run.id or run.out_dir
+    answer = record.read_kept(FINAL_COPY, ANSWER_LIMIT) or ""
+    verdict = parse_verdict(answer)
+    try:
+        record.update(reviewOf=run.id, review={"verdict": verdict["verdict"],
+                                               "findings": len(verdict["findings"])})  # fmt: skip
+    except OSError as problem:
+        raise UserError(f"cannot record the review in the run store: {problem}") from None
+    result["review"] = verdict
+    result["reviewOf"] = run.id
     from ..jsjson import document_bytes
-    from ..store import atomic_write
 
     atomic_write(os.path.join(out_dir, runs.RESULT_FILE), document_bytes(result), durable=False)
     return done.returncode, result
+
+
+def _drop_empty(out_dir: str, brief_file: str) -> None:
+    """A review that never started leaves no folder of ours behind."""
+    try:
+        os.unlink(brief_file)
+        os.rmdir(out_dir)
+    except OSError:
+        pass
+
+
+def latest_reviews() -> dict[str, str | None]:
+    """{run id: the verdict of its latest review}, from the store's records only."""
+    from ..runstore.record import all_records
+
+    found: dict[str, tuple[str, str | None]] = {}
+    for record in all_records():
+        of, review = record.text("reviewOf"), record.section("review")
+        if of is None or review is None:
+            continue
+        when = record.text("startedAt") or ""
+        if of not in found or when > found[of][0]:
+            verdict = review.get("verdict")
+            found[of] = (when, verdict if verdict in VERDICTS else None)
+    return {of: verdict for of, (_when, verdict) in found.items()}

@@ -29,7 +29,7 @@ from delegate_skills import gitmeta
 from delegate_skills.errors import UserError
 from delegate_skills.reading import read_limited
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.engine import STDERR_NAME
+from delegate_skills.relay.artifacts import STDERR_NAME
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, switch_flag, value_flag
 from delegate_skills.relay.parts import (
     StdoutReportAdapter,

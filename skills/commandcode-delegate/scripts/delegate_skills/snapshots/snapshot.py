@@ -29,7 +29,7 @@ import os
 import shutil
 
 from ..gitmeta import BoundGit
-from ..runstore import record
+from ..runstore.paths import state_dir
 
 OBJECTS_DIR = "objects"
 #: Untracked files (not ignored) a snapshot hashes at most, and their bytes.
@@ -58,7 +58,7 @@ def private_objects(common_dir: str) -> str:
     they cannot clash, and each git we run names the repository's own store
     as its alternate.
     """
-    path = os.path.join(record.state_dir(), OBJECTS_DIR)
+    path = os.path.join(state_dir(), OBJECTS_DIR)
     for sub in ("info", "pack"):
         os.makedirs(os.path.join(path, sub), mode=0o700, exist_ok=True)
     return path
@@ -111,6 +111,7 @@ class Snapshotter:
         git.prefetch()
         spec = ["--", ".", *(f":(exclude,literal){path}" for path in exclude or [])]
         if first:
+            self._index_stamp = _stamp(os.path.join(self.git_dir, "index"))
             self._seed_index(git, spec)
         added = git.run(
             *_strict(), "add", "-A", "--ignore-errors", *spec, timeout=_SNAPSHOT_TIMEOUT_S
@@ -120,11 +121,41 @@ class Snapshotter:
             raise SnapshotError(f"git add could not read the work tree: {added.reason()}")
         if added.code == 1:
             self.incomplete = added.reason().removeprefix("error: ")
+        if not first:
+            self._add_force_added(git, exclude or [])
         # Not plain: writing the index re-reads racily clean files through their filters.
         wrote = git.run("write-tree", timeout=_SNAPSHOT_TIMEOUT_S)
         if not wrote.ok:
             raise SnapshotError(f"git write-tree failed: {wrote.reason()}")
         return wrote.out.decode("ascii", "replace").strip()
+
+    def _add_force_added(self, git: BoundGit, exclude: list[str]) -> None:
+        """Files the repository's own index tracks under an ignore rule, added since the first
+        snapshot (`git add -f`): they are in the work tree's change too.
+
+        Nothing to do while the repository's index is as it was.
+        """
+        real = os.path.join(self.git_dir, "index")
+        if _stamp(real) == getattr(self, "_index_stamp", None):
+            return
+        listed = git.run("ls-files", "-z", "--cached", "--ignored", "--exclude-standard",
+                         env={"GIT_INDEX_FILE": real}, plain=True,
+                         timeout=_SNAPSHOT_TIMEOUT_S)  # fmt: skip
+        if not listed.ok:
+            self.incomplete = self.incomplete or "git could not list the repository's index"
+            return
+        left_out = {os.fsencode(path) for path in exclude}
+        root = os.fsencode(self.work_tree)
+        listed_paths = [p for p in listed.out.split(b"\0") if p and p not in left_out]
+        forced = [p for p in listed_paths if os.path.lexists(os.path.join(root, p))]
+        if not forced:
+            return
+        added = git.run(*_strict(), "add", "-f", "--ignore-errors", "--pathspec-from-file=-",
+                        "--pathspec-file-nul", env={"GIT_LITERAL_PATHSPECS": "1"},
+                        input=b"".join(p + b"\0" for p in forced),
+                        timeout=_SNAPSHOT_TIMEOUT_S)  # fmt: skip
+        if added.code != 0:
+            self.incomplete = self.incomplete or added.reason().removeprefix("error: ")
 
     def _seed_index(self, git: BoundGit, spec: list[str]) -> None:
         """Copy the repository's index, then (at once) list its flags and the untracked files."""
@@ -170,6 +201,15 @@ class Snapshotter:
                         f"record holds ({max_files} files or {max_bytes // (1 << 20)} MiB); "
                         "ignore or commit them"
                     )
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    """What tells whether a file was rewritten: inode, size and change time."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_ctime_ns
 
 
 def _strict() -> list[str]:

@@ -27,6 +27,7 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     except UserError as problem:
         client._say(str(problem))
         return 2
+    from ..relay import prepare, storing
     from ..relay.rundir import RunDir, default_out_dir, iso_now
     from ..relay.worktree import new_run_id
 
@@ -40,24 +41,23 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     started = iso_now()
     out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
     relay.run = RunDir(out_dir, started, brief)
-    relay._make_record(out_dir, started)
+    storing.make_record(relay, out_dir, started, made_dir=not os.path.isdir(out_dir))
+    fresh = prepare.fresh_artifacts(relay, brief)
     try:
-        relay.run.prepare(relay._fresh_artifacts(brief))
+        relay.run.prepare(fresh)
+        info = os.stat(out_dir)
     except OSError as problem:
         client._say(f"cannot prepare run artifacts: {problem}")
-        return relay._not_started()
+        return prepare.not_started(relay)
     relay.run.close()
-    if opts["outDir"]:
-        from ..runs.view import remember
-
-        remember(relay.run.path)
     inside = os.path.relpath(os.path.realpath(opts["cd"]), os.path.realpath(top))
     remote = {"host": host.name, "id": run_id, "base": base, "source": top,
               "sourceUncommitted": bool(opts["includeUncommitted"])}  # fmt: skip
-    relay._update_record(remote=remote)
+    storing.update_record(relay, remote=remote, outDirId=[info.st_dev, info.st_ino],
+                          artifacts=sorted(fresh))  # fmt: skip
     lane = None
     if opts["lane"]:
-        lane = {"source": opts["laneSource"], "dials": relay._lane_dials}
+        lane = {"source": opts["laneSource"], "dials": relay.lane_dials}
     spec = {"id": run_id, "key": adapter.key, "mirror": machine.mirror, "base": base,
             "brief": brief, "cdInside": inside, "lane": lane,
             "argv": [*client.remote_argv(argv, table), "--worktree",
@@ -105,12 +105,49 @@ def finish(record, remote_run: client.RemoteRun, done: dict | None) -> tuple[dic
         run_dir.write_result(result)
     except OSError as problem:
         client._say(f"cannot write {run_dir.result_path}: {problem.strerror or problem}")
+    _record_end(record, result, remote_run)
     if "worktree" in extra:
         try:
             machine.agent("clean", remote["id"], machine.mirror, timeout=120)
         except (UserError, OSError):
             pass
     return result, code
+
+
+def _record_end(record, result: dict, remote_run: client.RemoteRun) -> None:
+    """How the run ended, in its record in the store (what later commands act on)."""
+    from ..relay.main import load_adapter
+    from ..runstore.record import FINAL_COPY
+
+    mirrored = [n for n in remote_run.offsets if not n.startswith("@") and os.sep not in n]
+    kept = [n for n in (record.get("artifacts") or []) if isinstance(n, str)]
+    fields = {
+        "ended": {"status": str(result.get("status")), "exitCode": result.get("exitCode"),
+                  "signal": result.get("signal"), "finishedAt": result.get("finishedAt"),
+                  "settled": True},
+        "artifacts": sorted({*kept, *mirrored, "result.json"}),
+    }  # fmt: skip
+    if isinstance(result.get("changes"), dict) and result["changes"].get("patch"):
+        fields["artifacts"] = sorted({*fields["artifacts"], "changes.patch"})
+    adapter = load_adapter(record.text("implementer") or "")
+    field = adapter.session_field if adapter is not None else None
+    session = result.get(field) if field else None
+    if isinstance(session, str) and session:
+        fields["session"] = {"field": field, "id": session}
+    changes = result.get("changes")
+    entry = record.reloaded().section("changes")
+    if isinstance(changes, dict) and entry is not None:
+        fields["changes"] = {
+            **entry,
+            **{k: changes.get(k) for k in ("filesChanged", "linesAdded", "linesRemoved")},
+        }
+    final = result.get("finalMessage")
+    try:
+        if isinstance(final, str) and final:
+            record.keep(FINAL_COPY, final)
+        record.update(**fields)
+    except (OSError, UserError):
+        pass
 
 
 def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
@@ -203,17 +240,18 @@ def _machine_of(remote: dict) -> client.Machine:
 
 def signal_there(run, name: str) -> None:
     """Pass signal `name` to a --host run's relay over there. Raises UserError."""
-    remote = run.private.get("remote")
+    remote = run.record.section("remote")
     _machine_of(remote).agent("signal", remote["id"], name, timeout=60)
 
 
 def reattach(run) -> None:
     """Follow a --host run whose relay is gone to its end, as its relay would have."""
+    from ..runstore import liveness
     from ..runstore import record as records
 
-    private = run.private
-    remote = private.get("remote") if private is not None else None
-    if not isinstance(remote, dict):
+    private = run.record
+    remote = private.section("remote") if private is not None else None
+    if remote is None:
         return
     lock_path = os.path.join(private.dir, "attach.lock")
     import fcntl
@@ -221,7 +259,7 @@ def reattach(run) -> None:
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         fresh = records.load(private.id)
-        if fresh is None or os.path.exists(os.path.join(run.out_dir, "result.json")):
+        if fresh is None or liveness.ended(fresh) is not None:
             return
         remote_run = client.RemoteRun(_machine_of(remote), remote["id"], run.out_dir)
         for name in os.listdir(run.out_dir):

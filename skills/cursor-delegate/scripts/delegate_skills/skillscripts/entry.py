@@ -18,7 +18,7 @@ SKILL_SUFFIX = "-delegate"
 #: bundles into a skill folder what these modules import, so this table is
 #: also the list of what a skill folder's scripts may reach.
 SCRIPT_MODULES = {
-    "relay": "delegate_skills.relay.main",
+    "relay": "delegate_skills.skillscripts.relay",
     "lane": "delegate_skills.skillscripts.lane",
     "config": "delegate_skills.skillscripts.config",
     "discover": "delegate_skills.skillscripts.discover",

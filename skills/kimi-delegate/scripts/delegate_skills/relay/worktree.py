@@ -80,10 +80,10 @@ class Worktree:
 
 
 def worktrees_root() -> str:
-    """`<state dir>/worktrees`, outside every work tree (see runs.state_dir)."""
-    from ..runs.view import state_dir
+    """`<state dir>/worktrees`, outside every work tree."""
+    from ..runstore.paths import worktrees_root as root
 
-    return os.path.join(state_dir(), WORKTREES_DIR)
+    return root()
 
 
 def new_run_id() -> str:

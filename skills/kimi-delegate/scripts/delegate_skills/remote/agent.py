@@ -287,7 +287,7 @@ def _send_changes(paths: dict, offsets: dict[str, int], out) -> bool:
 
 
 def _alive(info: dict) -> bool:
-    from ..runs.view import pid_alive
+    from ..runstore.liveness import pid_alive
 
     return pid_alive(info.get("pid"), info.get("pidStart"))
 
@@ -327,8 +327,10 @@ def main(argv: list[str]) -> int:
     if command == "clean":
         return clean(root, rest[0], rest[1])
     if command == "discover":
-        from ..skillscripts.discover import main as discover
+        from .. import jsjson
+        from ..discover import discover
 
-        return discover(rest)
+        sys.stdout.write(jsjson.stringify(discover(with_usage="--usage" in rest), 2) + "\n")
+        return 0
     sys.stderr.write(f"agent: unknown command {command}\n")
     return 2

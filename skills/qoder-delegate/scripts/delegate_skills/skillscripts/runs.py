@@ -26,7 +26,7 @@ Usage:
   python3 runs.py undo <out-dir>
   python3 runs.py apply <out-dir>
   python3 runs.py discard <out-dir> [--force]
-  python3 runs.py prune [--dry-run] [--older-than <age>] [--force]
+  python3 runs.py prune [--dry-run] [--older-than <age>] [--force] [--all]
   python3 runs.py review <out-dir> (--implementer <key> | --lane <name>) [--allow-self]
   python3 runs.py --help
 
@@ -34,8 +34,9 @@ Usage:
 result.json name it; a unique prefix will do), or --last for the run
 started last on this machine.
 
-list   every run the relays on this machine started, newest first, and any
-       run directory under each --root
+list   every run the relays on this machine recorded, newest first; a run
+       directory under the run root (or a --root) that none recorded is
+       listed as foreign, and no command acts on it
 show   one run: its state, and its result.json once it has one
 wait   block until the run has a result; exit with the run's exit code
        (124 when --timeout passes first, 1 when the relay died without a
@@ -54,11 +55,13 @@ apply  bring a finished --worktree run's change into the source work tree,
 discard  remove a finished --worktree run's worktree and delegate/... branch
        (refused, exit 2, when the branch has commits the source lacks,
        unless --force)
-prune  remove run directories, worktrees and branches that hold no unlanded
-       work (ended in-place runs; worktree runs applied, discarded or with no
-       change; worktrees no run names that hold nothing); a worktree run with
-       unlanded work is listed and kept unless --force; --older-than 7d|12h
-       spares younger runs; --dry-run removes nothing
+prune  remove this repository's runs that hold no unlanded work, with their
+       worktrees and branches (ended in-place runs; worktree runs applied,
+       discarded or with no change; worktrees no run names that hold nothing);
+       a worktree run with unlanded work is listed and kept unless --force;
+       runs that ended less than 15m ago are kept unless applied or discarded
+       (--older-than 7d|12h|0 sets that age); --all for every repository's
+       runs; only files the relay wrote are removed; --dry-run removes nothing
 review another implementer reviews that run read-only (its brief and patch)
        and answers with a verdict: approve, request-changes, or null; needs the
        reviewer's <key>-delegate skill folder beside this one. A run is not
@@ -108,7 +111,9 @@ def _wait(args: list[str]) -> int:
         if ms is None:
             raise fail(SCRIPT, "--timeout must be an h/m/s duration such as 30m or 90s")
         seconds = ms / 1000
-    run, timed_out = runs.wait(out_dir, seconds)
+    from ..runs.waiting import wait
+
+    run, timed_out = wait(out_dir, seconds)
     _emit(_state(run))
     if timed_out:
         return 124
@@ -116,7 +121,7 @@ def _wait(args: list[str]) -> int:
 
 
 def _diff(args: list[str]) -> int:
-    from ..runs import rundiff
+    from ..runs import diff
 
     mode = "patch"
     for flag, name in (("--stat", "stat"), ("--name-only", "name-only")):
@@ -124,19 +129,19 @@ def _diff(args: list[str]) -> int:
             args = [a for a in args if a != flag]
             mode = name
     _, operands = _take_value(args, None)
-    data = rundiff.diff(_one_dir("diff", operands), mode)
+    data = diff.diff(_one_dir("diff", operands), mode)
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
     return 0
 
 
 def _land(command: str, args: list[str]) -> int:
-    from ..runs import landing
+    from ..runs import apply, discard
 
     force = command == "discard" and "--force" in args
     _, operands = _take_value([a for a in args if not (force and a == "--force")], None)
     out_dir = _one_dir(command, operands)
-    _emit(landing.apply(out_dir) if command == "apply" else landing.discard(out_dir, force))
+    _emit(apply.apply(out_dir) if command == "apply" else discard.discard(out_dir, force))
     return 0
 
 
@@ -191,7 +196,7 @@ def _take_value_keep(args: list[str], flag: str) -> tuple[list[str], list[str]]:
 def _prune(args: list[str]) -> int:
     from ..runs import prune
 
-    flags = {"--dry-run", "--force"}
+    flags = {"--dry-run", "--force", "--all"}
     ages, rest = _take_value([a for a in args if a not in flags], "--older-than")
     if rest:
         raise fail(SCRIPT, f"unexpected argument: {rest[0]}")
@@ -199,8 +204,8 @@ def _prune(args: list[str]) -> int:
     if ages:
         seconds = prune.parse_age(ages[-1])
         if seconds is None:
-            raise fail(SCRIPT, "--older-than must be days or an h/m/s duration: 7d, 12h, 90m")
-    _emit(prune.prune("--dry-run" in args, seconds, "--force" in args))
+            raise fail(SCRIPT, "--older-than must be days or an h/m/s duration: 7d, 12h, 90m, 0")
+    _emit(prune.prune("--dry-run" in args, seconds, "--force" in args, everywhere="--all" in args))
     return 0
 
 
@@ -216,17 +221,17 @@ def _run(argv: list[str]) -> int:
         return 0
     if command == "show":
         _, operands = _take_value(args, None)
-        _emit(_state(runs.show(_one_dir("show", operands))))
+        _emit(_state(runs.find(_one_dir("show", operands))))
         return 0
     if command == "wait":
         return _wait(args)
     if command == "diff":
         return _diff(args)
     if command == "undo":
-        from ..runs import rundiff
+        from ..runs import undo
 
         _, operands = _take_value(args, None)
-        _emit(rundiff.undo(_one_dir("undo", operands)))
+        _emit(undo.undo(_one_dir("undo", operands)))
         return 0
     if command == "logs":
         from ..runs import logs as runlogs
@@ -247,7 +252,9 @@ def _run(argv: list[str]) -> int:
         return _review(args)
     if command == "cancel":
         _, operands = _take_value(args, None)
-        _emit(runs.cancel(_one_dir("cancel", operands)))
+        from ..runs.waiting import cancel
+
+        _emit(cancel(_one_dir("cancel", operands)))
         return 0
     if command in ("apply", "discard"):
         return _land(command, args)

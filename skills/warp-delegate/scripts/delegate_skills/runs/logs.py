@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from ..errors import UserError
+from ..runstore.liveness import IN_FLIGHT
 from . import view as runs
 
 #: How often `follow` looks for new events.
@@ -26,13 +27,16 @@ _TEXT_KEYS = ("text", "message", "content", "command", "result", "summary", "del
 
 
 def events_path(run: runs.Run) -> str:
-    """Where the run's implementer events are. Raises UserError."""
+    """Where the run's implementer events are: its adapter's events file in its directory.
+
+    Raises UserError.
+    """
     from ..relay.main import load_adapter
 
-    recorded = (run.result or {}).get("eventsPath")
-    if isinstance(recorded, str) and os.path.dirname(recorded) == run.out_dir:
-        return recorded
-    implementer = run.marker.get("implementer")
+    if run.record is not None:
+        implementer = run.record.text("implementer")
+    else:  # a foreign run directory, read as it is
+        implementer = run.marker.get("implementer")
     adapter = load_adapter(implementer) if isinstance(implementer, str) else None
     name = adapter.events_name if adapter is not None else None
     if not name:
@@ -102,11 +106,11 @@ def lines(path: str, start: int = 0) -> tuple[list[str], int]:
 
 def follow(out_dir: str, emit: Callable[[str], None], sleep=time.sleep) -> runs.Run:
     """Show the run's events as they come, until it has ended; the run as it ended."""
-    run = runs.show(out_dir)
+    run = runs.find(out_dir)
     path = events_path(run)
     offset = 0
     while True:
-        ended = run.status not in ("running", "orphaned") and not run.relay_alive()
+        ended = run.status not in IN_FLIGHT and not run.relay_alive()
         shown, offset = lines(path, offset)
         for line in shown:
             emit(line)
@@ -116,7 +120,7 @@ def follow(out_dir: str, emit: Callable[[str], None], sleep=time.sleep) -> runs.
                 emit(tail)
             return run
         sleep(FOLLOW_POLL_S)
-        run = runs.Run(run.out_dir)
+        run = run.refresh()
 
 
 def _last_partial(path: str, offset: int) -> tuple[str | None, int]:
@@ -132,7 +136,7 @@ def _last_partial(path: str, offset: int) -> tuple[str | None, int]:
 
 def iter_all(out_dir: str) -> Iterator[str]:
     """Every event of the run so far, as readable lines."""
-    run = runs.show(out_dir)
+    run = runs.find(out_dir)
     path = events_path(run)
     shown, offset = lines(path)
     yield from shown

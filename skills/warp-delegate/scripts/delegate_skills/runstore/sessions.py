@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from .record import state_dir
+from .paths import state_dir
 
 SESSIONS_DIR = "sessions"
 

@@ -1,0 +1,101 @@
+"""What the relay writes to the run store as the run goes (runstore/record.py).
+
+A run goes on without a record when the state dir cannot be written; it is
+then one no later command can act on.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import UserError
+from ..isolation import linux
+from .artifacts import launcher_files
+from .console import say
+
+
+def make_record(relay, out_dir: str, started: str, made_dir: bool = True) -> None:
+    """The run's record in the store; a run goes on without one, unrecorded."""
+    from ..gitmeta import repo_paths
+    from ..runstore import record
+
+    adapter, opts = relay.adapter, relay.opts
+    worktree = None
+    if relay.worktree is not None:
+        tree = relay.worktree
+        worktree = {**tree.record(), "gitDir": tree.git_dir, "gitfile": tree.gitfile,
+                    "commonDir": tree.common_dir}  # fmt: skip
+        repository = tree.source
+    else:
+        repository = repo_paths(opts["cd"]).toplevel or opts["cd"]
+    try:
+        relay.record = record.new(
+            out_dir,
+            implementer=adapter.key,
+            lane=opts["lane"],
+            laneSource=opts["laneSource"],
+            readOnly=adapter.read_only(opts),
+            workdir=opts["cd"],
+            repository=os.path.realpath(repository),
+            startedAt=started,
+            relay={"pid": os.getpid(), "start": linux.process_start(os.getpid())},
+            worktree=worktree,
+            previousRun=relay.previous_run,
+            outDirMade=made_dir,
+            launcherFiles=launcher_files(),
+        )
+    except OSError as problem:
+        say(f"cannot write the run's private record: {problem}; runs cannot follow it")
+        return
+    relay.cgroup = linux.cgroup_create(relay.record.id)
+    if relay.cgroup:
+        update_record(relay, cgroup=relay.cgroup)
+
+
+def update_record(relay, **fields) -> None:
+    if relay.record is None:
+        return
+    try:
+        relay.record.update(**fields)
+    except (OSError, UserError):
+        pass  # the record keeps what it had; the result still says everything
+
+
+def forget_record(relay) -> None:
+    """Remove the record of a run that never wrote a result."""
+    if relay.record is None:
+        return
+    import shutil
+
+    if relay.cgroup:
+        linux.cgroup_remove(relay.cgroup)
+    shutil.rmtree(relay.record.dir, ignore_errors=True)
+    relay.record = None
+
+
+def keep_index(relay) -> None:
+    """A copy of the work tree's own index before the run, for `runs undo` to put back."""
+    import shutil
+
+    from ..runstore import record
+
+    try:
+        shutil.copy2(os.path.join(relay.paths.git_dir, "index"),
+                     os.path.join(relay.record.dir, record.INDEX_BEFORE))  # fmt: skip
+    except OSError:
+        pass  # no index yet, or unreadable: undo then leaves the index as it finds it
+
+
+def changes_entry(relay, totals: dict | None = None) -> dict:
+    """The change record's trees and where they were taken, for the store."""
+    paths = relay.paths
+    entry = {
+        "before": relay.changes.before,
+        "after": relay.changes.after,
+        "workTree": paths.toplevel,
+        "gitDir": paths.git_dir,
+        "commonDir": paths.common_dir,
+    }
+    if totals is not None:
+        entry.update(totals)
+    return entry
