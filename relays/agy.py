@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 
-from delegate_skills import registry
+from delegate_skills import durations, registry
 from delegate_skills.jsjson import js_trim
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import State, session_lines
@@ -161,8 +161,8 @@ class Agy(StdoutReportAdapter):
         check_read_only_or_skip(opts)
         check_exclusive(opts, ("resumeLast", "--resume-last"), ("conversation", "--conversation"))
         super().watchdog_ms(opts)  # refuses a bad --timeout, worded as TIMEOUT_MESSAGE
-        print_ms = registry.parse_timeout_ms(opts["printTimeout"])
-        if print_ms is None or print_ms + GRACE_MS > registry.MAX_TIMER_MS:
+        print_ms = durations.parse_timeout_ms(opts["printTimeout"])
+        if print_ms is None or print_ms + GRACE_MS > durations.MAX_TIMER_MS:
             raise Usage(PRINT_TIMEOUT_MESSAGE.format(value=opts["printTimeout"]))
         resuming = resumed(opts, "conversation")
         if opts["project"] and resuming:
@@ -173,7 +173,7 @@ class Agy(StdoutReportAdapter):
             raise Usage("--new-project cannot be combined with --resume-last or --conversation")
         if opts["timeout"] is None:
             # The engine names opts["timeout"] in its watchdog message; say where it came from.
-            watchdog = registry.format_duration(print_ms + GRACE_MS)
+            watchdog = durations.format_duration(print_ms + GRACE_MS)
             opts["timeout"] = f"{watchdog} (--print-timeout {opts['printTimeout']} plus 60s grace)"
             opts["watchdogMs"] = print_ms + GRACE_MS
 

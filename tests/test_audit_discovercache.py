@@ -1,4 +1,4 @@
-"""When `delegate discover`'s cache may answer for a CLI, and how it is written (discovercache.py).
+"""When `delegate discover`'s cache may answer for a CLI, and how it is written (discover/cache.py).
 
 An entry stands only while the binary, the sign-in files and the names of the
 key-carrying variables are as they were, and for at most LOGIN_TTL_S (15
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from delegate_skills import discovercache
+from delegate_skills.discover import cache
 
 SIGNED_OUT = {"key": "codex", "authenticated": False}
 
@@ -29,13 +29,13 @@ def cached(tmp_path) -> tuple[dict, Path, float]:
     binary.write_text("#!/bin/sh\necho codex-cli 1.0\n")
     binary.chmod(0o755)
     env = {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    discovercache.store({"codex": {"entry": SIGNED_OUT, "path": str(binary)}}, env)
-    checked = discovercache.load(env)["codex"]["checkedAt"]
+    cache.store({"codex": {"entry": SIGNED_OUT, "path": str(binary)}}, env)
+    checked = cache.load(env)["codex"]["checkedAt"]
     return env, binary, checked
 
 
 def fresh(env: dict, binary: Path, now: float) -> dict | None:
-    return discovercache.fresh_entry(discovercache.load(env), "codex", str(binary), env, now)
+    return cache.fresh_entry(cache.load(env), "codex", str(binary), env, now)
 
 
 def test_an_entry_stands_while_nothing_moved(cached):
@@ -69,8 +69,8 @@ def test_a_new_key_variable_is_probed_again(cached):
 
 def test_the_cache_is_replaced_whole(cached):
     env, binary, _checked = cached
-    path = Path(discovercache.cache_path(env))
+    path = Path(cache.cache_path(env))
     before = os.stat(path).st_ino
-    discovercache.store({"codex": {"entry": SIGNED_OUT, "path": str(binary)}}, env)
+    cache.store({"codex": {"entry": SIGNED_OUT, "path": str(binary)}}, env)
     assert os.stat(path).st_ino != before  # a new file renamed over the old one
     assert sorted(os.listdir(path.parent)) == ["discover.json", "discover.json.lock"]

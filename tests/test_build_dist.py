@@ -68,7 +68,7 @@ def test_each_skill_carries_only_the_core_its_scripts_import():
         return {path[len(prefix) :] for path in files if path.startswith(prefix)}
 
     setup, codex = bundled("delegate-setup"), bundled("codex-delegate")
-    assert {"lanes.py", "fleet.py", "skillscripts/lane.py", "discover.py"} <= setup
+    assert {"lanes.py", "fleet.py", "skillscripts/lane.py", "discover/report.py"} <= setup
     assert not {path for path in setup if path.startswith(("relay/", "relays/"))}
     assert {"relay/engine.py", "relay/child.py", "relays/__init__.py", "relays/codex.py"} <= codex
     assert {path for path in codex if path.startswith("relays/")} == {

@@ -25,7 +25,10 @@ from discoverkit import (
 )
 from fakes import alive, wait_for
 
-from delegate_skills import discover as disc
+from delegate_skills import registry
+from delegate_skills.discover import answers, probing
+from delegate_skills.discover.report import discover
+from delegate_skills.discover.usage import usage_of
 
 DATA = Path(__file__).parent / "data"
 
@@ -105,7 +108,7 @@ def test_a_hanging_probe_is_cut_at_10s_and_reported_unknown(tmp_path):
     recording(tmp_path / "bin", "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
     env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
     started = time.monotonic()
-    report = disc.discover(env=env)
+    report = discover(env=env)
     took = time.monotonic() - started
     assert 9.5 < took < 14
     qoder = next(e for e in report["discovered"] if e["key"] == "qoder")
@@ -120,7 +123,7 @@ def _env(bindir: Path, home: Path) -> dict[str, str]:
 
 
 def test_a_probe_cut_while_others_ran_is_tried_again_alone(tmp_path, monkeypatch):
-    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(probing, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(
         bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, spin_once=("--version",)
@@ -128,7 +131,7 @@ def test_a_probe_cut_while_others_ran_is_tried_again_alone(tmp_path, monkeypatch
     # Three probes of 1 s in the other slot: one of them is running when aider is cut at 2 s.
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.0)
     recording(bindir, "oz", log, ANSWERS["oz"], work=1.0)
-    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    report = discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert entries["aider"]["version"] == "aider 0.86.2"
     assert (entries["copilot"]["version"], entries["warp"]["authenticated"]) == (
@@ -149,11 +152,11 @@ def test_a_probe_cut_while_others_ran_is_tried_again_alone(tmp_path, monkeypatch
 
 def test_a_probe_cut_twice_is_reported_unknown(tmp_path, monkeypatch):
     """One more try, never two: a probe that hangs every time is cut twice."""
-    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(probing, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, spin=("--version",))
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=0.5)
-    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    report = discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert (entries["qoder"]["version"], entries["copilot"]["version"]) == (None, "copilot 1.0")
     assert len([r for r in runs(log) if r.argv == "qodercli --version"]) == 2
@@ -165,7 +168,7 @@ def test_probe_seconds_are_each_probes_own_time_not_its_wait_for_a_slot(tmp_path
     for binary, version in (("aider", "aider 1\n"), ("copilot", "copilot 1\n"), ("vibe", "v 1\n")):
         recording(bindir, binary, log, {"--version": (version, "", 0)}, work=1.0)
     seconds: dict = {}
-    disc.discover(env=_env(bindir, tmp_path), slots=1, seconds=seconds)
+    discover(env=_env(bindir, tmp_path), slots=1, seconds=seconds)
     assert sorted(seconds) == ["aider", "copilot", "vibe"]
     # One slot: two of them waited 1 s and 2 s for it; each still reports its own ~1 s.
     assert all(1.0 <= seconds[key]["version"] < 1.8 for key in seconds), seconds
@@ -173,13 +176,13 @@ def test_probe_seconds_are_each_probes_own_time_not_its_wait_for_a_slot(tmp_path
 
 def test_a_probe_that_waited_idle_through_the_cap_is_not_tried_again(tmp_path, monkeypatch):
     """Others ran beside it, but it slept (a model list waiting on the network): no retry."""
-    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(probing, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "qodercli", log, {"--version": ("", "", 0)}, hang=("--version",))
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.0)
     recording(bindir, "oz", log, ANSWERS["oz"], work=1.0)
     started = time.monotonic()
-    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    report = discover(env=_env(bindir, tmp_path), slots=2)
     took = time.monotonic() - started
     entries = {e["key"]: e for e in report["discovered"]}
     assert (entries["qoder"]["version"], entries["copilot"]["version"]) == (None, "copilot 1.0")
@@ -190,11 +193,11 @@ def test_a_probe_that_waited_idle_through_the_cap_is_not_tried_again(tmp_path, m
 
 def test_a_probe_that_had_the_cap_nearly_to_itself_is_not_tried_again(tmp_path, monkeypatch):
     """Others ran beside it for a moment only: it hangs on its own, as copilot's update check."""
-    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 4.0)
+    monkeypatch.setattr(probing, "PROBE_TIMEOUT_S", 4.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "copilot", log, {"--version": ("", "", 0)}, hang=("--version",))
     install(bindir, {"aider": ANSWERS["aider"]})  # answers at once: one short process
-    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    report = discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert (entries["aider"]["version"], entries["copilot"]["version"]) == ("aider 0.86.2", None)
     assert len([r for r in runs(log) if r.argv == "copilot --version"]) == 1
@@ -206,17 +209,17 @@ def test_probes_never_run_more_at_once_than_the_slots(tmp_path, slots):
     bindir, log = tmp_path / "bin", tmp_path / "log"
     for binary, table in ANSWERS.items():
         recording(bindir, binary, log, table, work=0.1)
-    report = disc.discover(env=_env(bindir, tmp_path), slots=slots)
+    report = discover(env=_env(bindir, tmp_path), slots=slots)
     assert len(report["discovered"]) == len(ANSWERS)
     logged = runs(log)
     assert len(logged) > 20 and all(r.end for r in logged)
-    bound = slots or disc.probe_slots()
+    bound = slots or probing.probe_slots()
     assert 2 <= most_at_once(logged) <= bound
 
 
 def test_probe_slots_follow_the_machine():
     cpus = len(os.sched_getaffinity(0))
-    assert disc.probe_slots() == min(max(2 * cpus, 2), 8)
+    assert probing.probe_slots() == min(max(2 * cpus, 2), 8)
 
 
 def _delegate_discover(env: dict[str, str], **kw) -> subprocess.Popen:
@@ -248,7 +251,7 @@ def test_ctrl_c_kills_every_probe_and_exits_at_once(tmp_path, start):
     proc = start(_env(bindir, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # Every probe that may run at once has started, child and all.
-        busy = disc.probe_slots()
+        busy = probing.probe_slots()
         wait_for(lambda: len(list(log.glob("*.child"))) >= busy, timeout=30)
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -311,7 +314,7 @@ def test_progress_lines_on_a_terminal_and_none_on_a_pipe(machine):
 
 def test_non_executable_binary_is_missing(machine):
     env, _bindir, _home = machine
-    report = disc.discover(env=env)
+    report = discover(env=env)
     assert "cline" in [m["key"] for m in report["missing"]]
 
 
@@ -325,7 +328,7 @@ def test_probes_of_one_cli_are_shared_when_identical(tmp_path):
         f'  echo x >> "{counter}"; echo "You are not authenticated." >&2; exit 1;; esac\n'
     )
     grok.chmod(0o755)
-    report = disc.discover(
+    report = discover(
         env={"PATH": f"{grok.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}, only={"grok"}
     )
     entry = report["discovered"][0]
@@ -340,7 +343,7 @@ def test_commandcode_pin(tmp_path):
     )
     override.chmod(0o755)
     env = {"PATH": "", "COMMANDCODE_BIN": str(override), "HOME": str(tmp_path)}
-    report = disc.discover(env=env, only={"commandcode"})
+    report = discover(env=env, only={"commandcode"})
     entry = report["discovered"][0]
     assert (entry["path"], entry["version"]) == (str(override), "override-commandcode")
 
@@ -359,7 +362,7 @@ def test_commandcode_is_never_guessed_on_windows(tmp_path, pin, expected):
     env = {"PATH": str(bindir), "HOME": str(tmp_path), "COMSPEC": "C:/Windows/cmd.exe"}
     if pin:
         env["COMMANDCODE_BIN"] = pin
-    report = disc.discover(env=env, platform="win32", only={"commandcode"})
+    report = discover(env=env, platform="win32", only={"commandcode"})
     assert [m["key"] for m in report["missing"]] == ["commandcode"]
 
 
@@ -375,14 +378,12 @@ def test_zcode_bundle_fallback_is_launched_with_node(tmp_path):
         f'#!/bin/sh\nif [ "$1" = "{bundle}" ] && [ "$2" = "--version" ]; then echo zcode 0.16.3; exit 0; fi\nexit 9\n'
     )
     node.chmod(0o755)
-    report = disc.discover(
+    report = discover(
         env={"PATH": str(bindir), "HOME": str(home)}, platform="darwin", only={"zcode"}
     )
     entry = report["discovered"][0]
     assert (entry["path"], entry["version"]) == (str(bundle), "zcode 0.16.3")
-    linux = disc.discover(
-        env={"PATH": str(bindir), "HOME": str(home)}, platform="linux", only={"zcode"}
-    )
+    linux = discover(env={"PATH": str(bindir), "HOME": str(home)}, platform="linux", only={"zcode"})
     assert linux["missing"] == [{"key": "zcode", "binary": "zcode", "skill": "zcode-delegate"}]
 
 
@@ -392,14 +393,14 @@ def test_zcode_on_path_wins_over_the_bundle(tmp_path):
     bundle.parent.mkdir(parents=True)
     bundle.write_text("")
     bindir = install(tmp_path / "bin", {"zcode": {"--version": ("0.17.0\n", "", 0)}})
-    report = disc.discover(
+    report = discover(
         env={"PATH": str(bindir), "HOME": str(home)}, platform="darwin", only={"zcode"}
     )
     assert report["discovered"][0]["path"] == str(bindir / "zcode")
 
 
 def probe(stdout="", stderr="", ok=True):
-    return disc.Probe(ok, stdout, stderr)
+    return probing.Probe(ok, stdout, stderr)
 
 
 @pytest.mark.parametrize(
@@ -423,34 +424,32 @@ def probe(stdout="", stderr="", ok=True):
     ],
 )
 def test_auth_probe_readings(key, result, expected):
-    assert disc.auth_of(disc.registry.BY_KEY[key], result) is expected
+    assert answers.auth_of(registry.BY_KEY[key], result) is expected
 
 
 def test_model_lists_are_capped_at_200():
     listing = "\n".join(f"m{i}" for i in range(250)) + "\n"
-    models = disc.parse_model_list(listing, "lines")
+    models = answers.parse_model_list(listing, "lines")
     assert (len(models["values"]), models["truncated"]) == (200, True)
 
 
 def test_codex_cache_missing_is_failed_not_an_error(tmp_path):
-    models = disc.models_of(
-        disc.registry.BY_KEY["codex"], None, {"HOME": str(tmp_path)}, str(tmp_path)
+    models = answers.models_of(
+        registry.BY_KEY["codex"], None, {"HOME": str(tmp_path)}, str(tmp_path)
     )
     assert models == {"status": "failed", "values": [], "truncated": False}
 
 
 def test_usage_is_null_without_a_store(tmp_path):
-    assert disc.usage_of(disc.registry.BY_KEY["claude"], {}, str(tmp_path)) is None
-    assert disc.usage_of(disc.registry.BY_KEY["opencode"], {}, str(tmp_path)) is None
+    assert usage_of(registry.BY_KEY["claude"], {}, str(tmp_path)) is None
+    assert usage_of(registry.BY_KEY["opencode"], {}, str(tmp_path)) is None
 
 
 def test_usage_honours_the_env_dir(tmp_path):
     store = tmp_path / "elsewhere"
     (store / "projects" / "p").mkdir(parents=True)
     (store / "projects" / "p" / "s.jsonl").write_text("")
-    usage = disc.usage_of(
-        disc.registry.BY_KEY["claude"], {"CLAUDE_CONFIG_DIR": str(store)}, str(tmp_path)
-    )
+    usage = usage_of(registry.BY_KEY["claude"], {"CLAUDE_CONFIG_DIR": str(store)}, str(tmp_path))
     assert usage["sessions"] == 1
 
 
@@ -458,7 +457,7 @@ def test_table_for_a_terminal(machine):
     from delegate_skills.commands.discover_cli import discover_table
 
     env, _bindir, _home = machine
-    text = discover_table(disc.discover(with_usage=True, env=env))
+    text = discover_table(discover(with_usage=True, env=env))
     assert "claude       2.1.0 (Claude Code)" in text
     assert "NOT logged in" in text
     assert "sessions: 2, last used 2026-09-21T14:14:10.000Z" in text

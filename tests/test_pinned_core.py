@@ -21,7 +21,8 @@ from discoverkit import install, recording, runs
 from fakes import alive, wait_for
 from relaykit import Bench, finish, read_pid
 
-from delegate_skills import discover as disc
+from delegate_skills.discover import probing
+from delegate_skills.discover.report import discover
 from delegate_skills.errors import UserError
 from delegate_skills.reading import read_json_object, read_limited
 
@@ -279,14 +280,14 @@ def test_a_retry_waits_for_every_other_probe_and_runs_alone(tmp_path, monkeypatc
     probes (0-1.2 s, 1.2-2.4 s); at the cut the third takes aider's slot
     (2.0-3.2 s). A retry that did not run alone would start beside it.
     """
-    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(probing, "PROBE_TIMEOUT_S", 2.0)
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)},
               work=0.3, spin_once=("--version",))  # fmt: skip
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)}, work=1.2)
     recording(bindir, "oz", log, {"--version": ("oz 0.9.1\n", "", 0),
               "whoami --output-format text": ("user:abc\n", "", 0)}, work=1.2)  # fmt: skip
-    report = disc.discover(env=_env(bindir, tmp_path), slots=2)
+    report = discover(env=_env(bindir, tmp_path), slots=2)
     entries = {e["key"]: e for e in report["discovered"]}
     assert entries["aider"]["version"] == "aider 0.86.2"
     assert (entries["copilot"]["version"], entries["warp"]["version"]) == (
@@ -309,7 +310,7 @@ def test_nothing_starts_beside_a_probe_that_runs_alone(tmp_path):
     bindir, log = tmp_path / "bin", tmp_path / "log"
     recording(bindir, "aider", log, {"--version": ("aider 0.86.2\n", "", 0)}, work=1.0)
     recording(bindir, "copilot", log, {"--version": ("copilot 1.0\n", "", 0)})
-    slots = disc.Slots(2)
+    slots = probing.Slots(2)
     env = _env(bindir, tmp_path)
     answers: dict[str, object] = {}
 
@@ -345,7 +346,7 @@ def test_a_failing_version_probe_is_not_a_version(tmp_path):
             "grok": {"version": ("grok junk\n", "", 2), "--version": ("grok 1.0.41\n", "", 0)},
         },
     )
-    report = disc.discover(env=_env(bindir, tmp_path), only={"aider", "grok"})
+    report = discover(env=_env(bindir, tmp_path), only={"aider", "grok"})
     entries = {e["key"]: e["version"] for e in report["discovered"]}
     assert entries == {"aider": None, "grok": "grok 1.0.41"}
 

@@ -16,7 +16,7 @@ from conftest import ROOT, fleet_doc, script, write_json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delegate_skills import registry
+from delegate_skills import durations, registry
 from delegate_skills.relay.options import ENV_NAME, SESSION
 
 SHAPES = {
@@ -53,8 +53,8 @@ DURATION = st.text(alphabet=st.sampled_from(list("0123456789hmsxH \u0661")), max
 
 @given(DURATION)
 def test_duration_parts_match_the_timeout_pattern(text):
-    match = re.fullmatch(registry.TIMEOUT.pattern, text)
-    assert registry.duration_parts(text) == (None if match is None else match.groups())
+    match = re.fullmatch(durations.TIMEOUT.pattern, text)
+    assert durations.duration_parts(text) == (None if match is None else match.groups())
 
 
 @pytest.mark.parametrize(
@@ -62,14 +62,14 @@ def test_duration_parts_match_the_timeout_pattern(text):
     [("30m", 1_800_000), ("1h30m", 5_400_000), ("90s", 90_000), ("596h31m23s", 2_147_483_000)],
 )
 def test_timeouts_parse(text, ms):
-    assert registry.parse_timeout_ms(text) == ms
+    assert durations.parse_timeout_ms(text) == ms
 
 
 @pytest.mark.parametrize(
     "text", ["", "0s", "1m1h", "1h1h", "h", "1", "596h31m24s", "\u0661s", "1d"]
 )
 def test_bad_timeouts_are_refused(text):
-    assert registry.parse_timeout_ms(text) is None
+    assert durations.parse_timeout_ms(text) is None
 
 
 def test_lane_resolve_imports_no_third_party_package(repo, home, global_config, tmp_path):

@@ -401,6 +401,7 @@ def test_every_command_a_message_names_exists():
         Path(skills_cli.__file__),
         Path(skills_cli.__file__).parents[1] / "installer" / "install.py",
         Path(skills_cli.__file__).parents[1] / "installer" / "agents.py",
+        Path(skills_cli.__file__).parents[1] / "installer" / "views.py",
     ]
     named = set()
     for source in sources:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from delegate_skills import registry
+from delegate_skills import durations, registry
 
 
 def js_pattern(shape) -> str:
@@ -15,7 +15,7 @@ def fleet_schema() -> dict:
     properties: dict = {"implementer": {"enum": list(registry.KEYS)}}
     for dial in registry.ALL_DIALS:
         properties[dial] = {"type": "boolean"} if dial in registry.BOOLEAN_DIALS else dict(text)
-    properties["timeout"] = {**text, "pattern": js_pattern(registry.TIMEOUT)}
+    properties["timeout"] = {**text, "pattern": js_pattern(durations.TIMEOUT)}
     per_implementer = [_implementer_rules(impl) for impl in registry.IMPLEMENTERS]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from .. import registry
+from .. import durations
 from ..errors import UserError
 from ..reading import CONFIG_LIMIT, read_json_object
 from .fanout import Target, plan
@@ -69,7 +69,7 @@ def _task(path: str, base: str, cd: str, number: int, task) -> Target:
             raise UserError(f"{where}: {arg} is set by the batch; leave it out of args")
     timeout = task.get("timeout")
     if timeout is not None:
-        if not isinstance(timeout, str) or registry.parse_timeout_ms(timeout) is None:
+        if not isinstance(timeout, str) or durations.parse_timeout_ms(timeout) is None:
             raise UserError(f'{where}: "timeout" must be an h/m/s duration such as 30m')
         args = [*args, "--timeout", timeout]
     host = task.get("host")

@@ -76,7 +76,7 @@ def discover_command(
     bundle's document plus `probed`, `cached` and `probeSeconds`. With --host,
     the document that machine gives, plus `host`, `python`, `git` and `root`.
     """
-    from ..discover import discover_cached
+    from ..discover.report import discover_cached
 
     if host is not None:
         _discover_there(host, usage, as_json)
@@ -89,7 +89,7 @@ def discover_command(
                 f"(one of: {', '.join(registry.KEYS)})",
                 param_hint="KEY",
             )
-    from ..discovercache import cache_path
+    from ..discover.cache import cache_path
 
     progress = _discover_progress if sys.stderr.isatty() else None
     if progress is not None and not os.path.exists(cache_path()):

@@ -11,7 +11,7 @@ and what was `notChecked`.
 from __future__ import annotations
 
 from .. import registry
-from ..discover import discover
+from ..discover.report import discover
 from ..fleet import Effective
 
 #: What doctor checks per lane, in order.

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .. import jsjson, registry
+from .. import durations, jsjson
 from ..errors import UserError
 from .output import (
     CHECK_OPTION,
@@ -82,7 +82,7 @@ def fanout_command(
     """
     from . import fanout
 
-    if timeout is not None and registry.parse_timeout_ms(timeout) is None:
+    if timeout is not None and durations.parse_timeout_ms(timeout) is None:
         raise click.BadParameter("use an h/m/s duration such as 30m or 90s", param_hint="--timeout")
     workdir = cwd_of(cd)
     planned = fanout.plan(workdir, list(lanes), list(implementers))
@@ -155,7 +155,7 @@ def review_command(
 
     if last == (run is not None):
         raise click.UsageError("name one run: RUN (a directory or run id) or --last")
-    if timeout is not None and registry.parse_timeout_ms(timeout) is None:
+    if timeout is not None and durations.parse_timeout_ms(timeout) is None:
         raise click.BadParameter("use an h/m/s duration such as 30m", param_hint="--timeout")
     if out_dir is None:
         root = default_root()

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .. import jsjson, registry
+from .. import durations, jsjson
 from .clirun import group_settings, help_if_bare
 from .output import (
     JSON_OPTION,
@@ -164,7 +164,7 @@ def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
 
     seconds = None
     if timeout is not None:
-        ms = registry.parse_timeout_ms(timeout)
+        ms = durations.parse_timeout_ms(timeout)
         if ms is None:
             raise click.BadParameter(
                 "use an h/m/s duration such as 30m or 90s", param_hint="--timeout"

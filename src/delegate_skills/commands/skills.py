@@ -421,9 +421,9 @@ def disable_command(name: str, agents: tuple[str, ...], cwd: str | None, as_json
 @JSON_OPTION
 def list_command(global_: bool, scope: str | None, cwd: str | None, as_json: bool) -> None:
     """Show intent (lockfile, this machine's switches) and what is on disk, side by side."""
-    from ..installer import install
+    from ..installer import views
 
-    document = install.listing(_cwd(cwd), _scope(scope, global_, None))
+    document = views.listing(_cwd(cwd), _scope(scope, global_, None))
     _emit(document, listing_text(document), as_json)
 
 
@@ -435,9 +435,9 @@ def list_command(global_: bool, scope: str | None, cwd: str | None, as_json: boo
 @JSON_OPTION
 def doctor_command(global_: bool, scope: str | None, cwd: str | None, as_json: bool) -> None:
     """Every difference between intent and disk, with its fix. Exit 1 when there is any."""
-    from ..installer import install
+    from ..installer import views
 
-    document = install.doctor(_cwd(cwd), _scope(scope, global_, None))
+    document = views.doctor(_cwd(cwd), _scope(scope, global_, None))
     _emit(document, doctor_text(document), as_json)
     sys.exit(0 if document["ok"] else 1)
 

@@ -3,8 +3,11 @@
 `agents` is the table of agents and the directories they read skills from;
 `bundle` finds the bundled skill folders and hashes them; `lockfile` and
 `state` read and write the two files that hold intent (the shared, committed
-lockfile and this machine's per-agent disables); `install` brings the agents'
-skill directories in line with that intent.
+lockfile and this machine's per-agent disables); `install` holds the commands
+that bring the agents' skill directories in line with that intent, over
+`scopes` (where skills go), `planning` (what is on disk and what to do about
+it), `writing` (placing and removing a folder) and `report` (what a command
+did); `views` holds the read-only list and doctor.
 """
 
 from __future__ import annotations

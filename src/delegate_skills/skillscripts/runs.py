@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .. import jsjson, registry
+from .. import durations, jsjson
 from ..runs import view as runs
 from . import fail, print_help, run_script, wants_help
 
@@ -106,7 +106,7 @@ def _wait(args: list[str]) -> int:
     out_dir = _one_dir("wait", operands)
     seconds = None
     if timeouts:
-        ms = registry.parse_timeout_ms(timeouts[-1])
+        ms = durations.parse_timeout_ms(timeouts[-1])
         if ms is None:
             raise fail(SCRIPT, "--timeout must be an h/m/s duration such as 30m or 90s")
         seconds = ms / 1000

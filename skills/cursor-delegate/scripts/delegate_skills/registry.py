@@ -5,9 +5,13 @@ Everything that knows an implementer by name reads it from here: the fleet
 validator, lane resolution, discovery, the relays and the generated skill texts.
 Patterns are written for Python's `re` with the semantics of the JavaScript
 patterns the Node bundle uses: matched whole with `fullmatch`, ASCII classes.
+The value shapes themselves (Pattern, Shape, Token) are in rules.py; h/m/s
+durations are read in durations.py.
 """
 
 from __future__ import annotations
+
+from .rules import Pattern, Shape, Token
 
 CONFIG_VERSION = "delegate-fleet.v1"
 RESULT_VERSION = "delegate-relay.result.v1"
@@ -40,87 +44,8 @@ DIAL_MEANINGS = {
 }
 
 
-class Pattern:
-    """A regular expression compiled on first use.
-
-    The registry holds dozens of patterns and the dispatch path needs few or
-    none of them; compiling them (and importing `re`) at import would cost
-    every start. Flags are written inline: `(?i)`, `(?a)`, `(?m)`.
-    """
-
-    __slots__ = ("_compiled", "pattern")
-
-    def __init__(self, pattern: str) -> None:
-        self.pattern = pattern
-        self._compiled = None
-
-    def compiled(self):
-        if self._compiled is None:
-            import re
-
-            self._compiled = re.compile(self.pattern)
-        return self._compiled
-
-    def fullmatch(self, text: str):
-        return self.compiled().fullmatch(text)
-
-    def search(self, text: str):
-        return self.compiled().search(text)
-
-    def split(self, text: str) -> list[str]:
-        return self.compiled().split(text)
-
-
-def _class_chars(body: str) -> frozenset[str]:
-    """The characters of a regex class body such as `A-Za-z0-9._:@/\\[\\]-`."""
-    chars: set[str] = set()
-    i = 0
-    while i < len(body):
-        if body[i] == "\\":
-            i += 1
-        first = body[i]
-        if i + 2 < len(body) and body[i + 1] == "-":
-            chars.update(chr(code) for code in range(ord(first), ord(body[i + 2]) + 1))
-            i += 3
-        else:
-            chars.add(first)
-            i += 1
-    return frozenset(chars)
-
-
-class Shape:
-    """One character from a class, then any number from another: `[first][rest]*`.
-
-    Lane names, model ids, effort tokens and session ids all have this shape.
-    Checking it is a set lookup per character, so validating a lane never
-    imports `re` (about 10 ms of every start); `pattern` is the same shape as
-    a regular expression, for the JSON Schema and for the tests that hold the
-    two together.
-    """
-
-    __slots__ = ("first", "pattern", "rest")
-
-    def __init__(self, first: str, rest: str) -> None:
-        self.pattern = f"[{first}][{rest}]*"
-        self.first = _class_chars(first)
-        self.rest = _class_chars(rest)
-
-    def accepts(self, text: str) -> bool:
-        if not text or text[0] not in self.first:
-            return False
-        rest = self.rest
-        return all(char in rest for char in text[1:])
-
-
 LANE_NAME = Shape("A-Za-z0-9", "A-Za-z0-9._-")
 
-#: h/m/s durations: "30m", "1h30m", "90s". At least one part must be present.
-#: `duration_parts` reads this grammar by hand; the pattern is its schema form.
-TIMEOUT = Pattern(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
-_DIGITS = frozenset("0123456789")
-_UNITS = "hms"
-#: The longest timer Node can arm (2^31 - 1 ms, about 24.8 days).
-MAX_TIMER_MS = 2_147_483_647
 
 CLAUDE_EFFORT = ("low", "medium", "high", "xhigh", "max", "ultracode")
 AGY_EFFORT = ("low", "medium", "high")
@@ -162,23 +87,6 @@ PERMISSION_CHOICES = {
     "gemini": GEMINI_APPROVAL,
     "qwen": QWEN_APPROVAL,
 }
-
-
-class Token:
-    """A value shape for model, provider and variant strings."""
-
-    __slots__ = ("allowed", "shape")
-
-    def __init__(self, rest: str, allowed: str, first: str = "A-Za-z0-9") -> None:
-        self.shape = Shape(first, rest)
-        self.allowed = allowed
-
-    @property
-    def pattern(self) -> str:
-        return self.shape.pattern
-
-    def accepts(self, value: str) -> bool:
-        return self.shape.accepts(value)
 
 
 CLAUDE_MODEL = Token(r"A-Za-z0-9._:@/\[\]-", "letters, digits, . _ : @ / [ ] -")
@@ -610,52 +518,11 @@ def model_token(key: str) -> Token | None:
     return None
 
 
-def duration_parts(value: str) -> tuple[str | None, str | None, str | None] | None:
-    """The hours, minutes and seconds digits of `value`, as TIMEOUT's groups; None if no match."""
-    parts: list[str | None] = [None, None, None]
-    next_unit = 0
-    i = 0
-    while i < len(value):
-        end = i
-        while end < len(value) and value[end] in _DIGITS:
-            end += 1
-        unit = _UNITS.find(value[end]) if i < end < len(value) else -1
-        if unit < next_unit:
-            return None
-        parts[unit] = value[i:end]
-        next_unit = unit + 1
-        i = end + 1
-    return parts[0], parts[1], parts[2]
-
-
 #: Programs an implementer's own shell sandbox needs on Linux, with the Debian/Ubuntu
 #: package for each: Claude Code's write runs require its sandbox (bubblewrap + socat).
 SANDBOX_TOOLS: dict[str, tuple[tuple[str, str], ...]] = {
     "claude": (("bwrap", "bubblewrap"), ("socat", "socat")),
 }
-
-
-def parse_timeout_ms(value: str) -> int | None:
-    """Milliseconds for an h/m/s duration, or None when it is malformed or out of range."""
-    groups = duration_parts(value)
-    if groups is None or not any(groups):
-        return None
-    # Past 15 significant digits any group is out of range; int() of thousands
-    # of digits would also refuse to convert them at all.
-    if any(len((g or "").lstrip("0")) > 15 for g in groups):
-        return None
-    hours, minutes, seconds = (int((g or "").lstrip("0") or "0") for g in groups)
-    ms = (hours * 3600 + minutes * 60 + seconds) * 1000
-    if ms <= 0 or ms > MAX_TIMER_MS:
-        return None
-    return ms
-
-
-def format_duration(ms: int) -> str:
-    """Whole seconds of `ms` as an h/m/s duration, the form parse_timeout_ms reads: "31m"."""
-    seconds = ms // 1000
-    parts = ((seconds // 3600, "h"), (seconds // 60 % 60, "m"), (seconds % 60, "s"))
-    return "".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
 
 
 def dial_help(dial: str) -> str:

@@ -11,7 +11,7 @@ documents with the same message.
 
 from __future__ import annotations
 
-from . import jsjson, registry
+from . import durations, jsjson, registry
 from .errors import UserError
 
 
@@ -91,7 +91,7 @@ def _check_field(
 def check_dial_value(key: str, field: str, value: str, where: str) -> str | None:
     """The value rule for one string dial; `where` prefixes the message."""
     if field == "timeout":
-        if registry.parse_timeout_ms(value) is None:
+        if durations.parse_timeout_ms(value) is None:
             return (
                 f"{where}.timeout must be a positive h/m/s duration "
                 "no longer than about 24 days (e.g. 30m)"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from .. import registry
+from .. import durations, registry, rules
 
 
 class Usage(Exception):
@@ -48,7 +48,7 @@ class Flag:
         append: bool = False,
         flags: tuple[str, ...] = (),
         help: str = "",
-        token: registry.Token | None = None,
+        token: rules.Token | None = None,
     ) -> None:
         self.name = name
         self.token = token
@@ -68,7 +68,7 @@ def value_flag(
     help: str,
     *,
     flagged: bool = True,
-    token: registry.Token | None = None,
+    token: rules.Token | None = None,
     append: bool = False,
 ) -> Flag:
     """A flag that takes a value, marks its field as chosen when `flagged`."""
@@ -245,7 +245,7 @@ def parse(
 
 #: Session and thread ids that go on a command line.
 SESSION = registry.SESSION_ID
-ENV_NAME = registry.Shape("A-Za-z_", "A-Za-z0-9_")
+ENV_NAME = rules.Shape("A-Za-z_", "A-Za-z0-9_")
 
 TIMEOUT_MESSAGE = (
     '--timeout "{value}" is invalid or too long; '
@@ -265,13 +265,13 @@ def timeout_ms(opts: dict, message: str = TIMEOUT_MESSAGE) -> int | None:
     value = opts.get("timeout")
     if value is None:
         return None
-    ms = registry.parse_timeout_ms(value)
+    ms = durations.parse_timeout_ms(value)
     if ms is None:
         raise Usage(message.format(value=value))
     return ms
 
 
-def check_model(opts: dict, token: registry.Token | None) -> None:
+def check_model(opts: dict, token: rules.Token | None) -> None:
     model = opts.get("model")
     if model is not None and token is not None and not token.accepts(model):
         raise Usage(f"--model contains unsupported characters (allowed: {token.allowed})")
@@ -304,7 +304,7 @@ def check_flag_tokens(table: dict[str, Flag], opts: dict) -> None:
                 )
 
 
-def check_token(opts: dict, field: str, flag: str, token: registry.Token) -> None:
+def check_token(opts: dict, field: str, flag: str, token: rules.Token) -> None:
     value = opts.get(field)
     if value is not None and not token.accepts(value):
         raise Usage(f"{flag} contains unsupported characters (allowed: {token.allowed})")
@@ -320,7 +320,7 @@ def check_filled(opts: dict, field: str, flag: str) -> None:
 
 
 #: A count given on the command line: a positive integer without leading zeros.
-POSITIVE_INT = registry.Pattern(r"[1-9][0-9]*")
+POSITIVE_INT = rules.Pattern(r"[1-9][0-9]*")
 
 
 def check_count(opts: dict, field: str, message: str, most: int | None = None) -> None:

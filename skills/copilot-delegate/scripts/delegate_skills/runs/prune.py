@@ -48,13 +48,13 @@ _DECIDED = ("applied", "discarded")
 def parse_age(text: str) -> float | None:
     """Seconds for `--older-than`: days (7d) or an h/m/s duration (12h, 90m), 0 for none;
     None if malformed."""
-    from .. import registry
+    from .. import durations
 
     if text.rstrip("smhd").strip("0") == "" and text[:1] == "0" and len(text) <= 8:
         return 0.0
     if text.endswith("d") and text[:-1].isdigit() and len(text) <= 6:
         return int(text[:-1]) * 86400.0
-    ms = registry.parse_timeout_ms(text)
+    ms = durations.parse_timeout_ms(text)
     return None if ms is None else ms / 1000
 
 
@@ -111,9 +111,9 @@ def prune(
 
 
 def _age_text(seconds: float) -> str:
-    from .. import registry
+    from .. import durations
 
-    return registry.format_duration(int(seconds * 1000))
+    return durations.format_duration(int(seconds * 1000))
 
 
 def _verdict(record: Record, status: str) -> tuple[str | None, bool, str | None]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import codecs
 
 from ..jsjson import js_trim
-from ..registry import Pattern
+from ..rules import Pattern
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False

@@ -328,7 +328,7 @@ def main(argv: list[str]) -> int:
         return clean(root, rest[0], rest[1])
     if command == "discover":
         from .. import jsjson
-        from ..discover import discover
+        from ..discover.report import discover
 
         sys.stdout.write(jsjson.stringify(discover(with_usage="--usage" in rest), 2) + "\n")
         return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from .. import jsjson
-from ..discover import discover
+from ..discover.report import discover
 from . import run_script
 
 SCRIPT = "discover.py"

@@ -11,14 +11,14 @@ model read and search tools only.
 
 from __future__ import annotations
 
-from delegate_skills import registry
+from delegate_skills import registry, rules
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.approvalmodes import ApprovalModeAdapter
 from delegate_skills.relay.options import value_flag
 from delegate_skills.relay.parts import ResultState, read_result_event, result_failure, text_blocks
 
 #: An endpoint URL, without the characters Windows' cmd.exe (which runs npm's qwen.cmd) reads.
-URL = registry.Token(r"A-Za-z0-9._:/?=+~@-", "letters, digits, . _ : / ? = + ~ @ -")
+URL = rules.Token(r"A-Za-z0-9._:/?=+~@-", "letters, digits, . _ : / ? = + ~ @ -")
 
 
 class QwenState(ResultState):

@@ -39,7 +39,7 @@ def readiness(relay, launcher: list[str], env: dict[str, str]) -> str | None:
             f"{'it' if len(missing) == 1 else 'them'} (Debian/Ubuntu: sudo apt-get install "
             f"{packages}), or pass --skip-preflight to dispatch anyway"
         )
-    from ..discovercache import known_signed_out
+    from ..discover.cache import known_signed_out
 
     seen = known_signed_out(adapter.key, binary, env)
     if seen is not None:
@@ -196,12 +196,14 @@ def aborted_before_dispatch(relay, during: str | None = None) -> int:
 def run_setup(relay) -> int | None:
     """Run --setup in the new worktree; an exit code when the run must stop here."""
     from .finish import finish
-    from .hooks import SETUP_LOG, run_shell
+    from .hooks import SETUP_LOG, budget_s, run_shell
 
     command, log = relay.opts["setup"], relay.run.file(SETUP_LOG)
     say(f"setup: {command}")
     relay.wrote.add(SETUP_LOG)
-    relay.setup_outcome = run_shell(command, relay.opts["cd"], log, relay.stopping)
+    relay.setup_outcome = run_shell(
+        command, relay.opts["cd"], relay.run, SETUP_LOG, relay.stopping, budget_s(relay)
+    )
     if relay.signals.received:
         return aborted_before_dispatch(relay, during="during --setup")
     code = relay.setup_outcome["exitCode"]
