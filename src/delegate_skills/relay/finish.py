@@ -44,6 +44,8 @@ def finish(
             except OSError:
                 pass
     result = build_result(relay, status, exit_code, signal_, final, tail, error)
+    if run.moved():
+        exit_code = _moved(relay, result, exit_code)
     if relay.setup_outcome is not None:
         result["setup"] = relay.setup_outcome
     _check_after(relay, result)
@@ -67,6 +69,26 @@ def finish(
             sys.stdout.flush()
         except OSError:
             pass
+    return exit_code
+
+
+def _moved(relay, result: dict, exit_code: int) -> int:
+    """A run directory moved or replaced during the run: the run fails, its verdict is unproven.
+
+    Our files still go into the directory the run was given (its handle),
+    wherever it is now; nothing is written where its path points instead.
+    """
+    problem = (
+        f"the run directory {relay.run.path} was moved or replaced during the run; the "
+        "relay's files are in the directory it was given, wherever that is now"
+    )
+    result["error"] = f"{result['error']}; {problem}" if result.get("error") else problem
+    if result["status"] == "completed":
+        result["status"] = "failed"
+    if result.get("readOnlyViolation") is False:
+        result["readOnlyViolation"] = None
+    exit_code = exit_code or 1
+    result["exitCode"] = exit_code
     return exit_code
 
 
@@ -113,7 +135,7 @@ def record_end(relay, result: dict, final: str) -> None:
 
 def _check_after(relay, result: dict) -> None:
     """Run --check where the implementer worked, once its change is recorded."""
-    from .hooks import CHECK_LOG, run_shell
+    from .hooks import CHECK_LOG, budget_s, run_shell
 
     command = relay.opts.get("check")
     if command is None or result["status"] != "completed" or not relay.settled:
@@ -122,7 +144,7 @@ def _check_after(relay, result: dict) -> None:
         say(f"check: {command}")
         relay.wrote.add(CHECK_LOG)
         relay.check_outcome = run_shell(
-            command, relay.opts["cd"], relay.run.file(CHECK_LOG), relay.stopping
+            command, relay.opts["cd"], relay.run, CHECK_LOG, relay.stopping, budget_s(relay)
         )
     result["check"] = relay.check_outcome
 

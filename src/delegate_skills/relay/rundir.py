@@ -2,8 +2,9 @@
 
 Artifacts are created fresh: whatever already stands at an artifact's name
 (a stale file, or a symlink pointing anywhere) is removed first, and files are
-opened with O_NOFOLLOW, so nothing outside the run directory is ever written
-through a planted link. `result.json` and `final.txt` are replaced
+opened with O_NOFOLLOW through a handle on the directory taken when the run
+starts, so nothing outside the run directory is ever written through a
+planted link or a directory swapped in its place. `result.json` and `final.txt` are replaced
 atomically, so a reader never sees half of either. A brief can hold anything,
 so a directory the relay creates is private (0700) and so are the files it
 creates (0600).
@@ -15,7 +16,6 @@ import os
 import time
 
 from .. import jsjson
-from ..store import atomic_write
 
 DEFAULT_ROOT_NAME = "delegate-relay"
 RESULT = "result.json"
@@ -112,16 +112,25 @@ def artifact_stands(directory: str, name: str, entries: set[str]) -> bool:
 
 
 _UNTRIED = object()
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class RunDir:
-    """Paths of one run's artifacts, and the writes that go into them."""
+    """Paths of one run's artifacts, and the writes that go into them.
+
+    Every write once the directory is prepared goes through a handle on the
+    directory taken then (`openat`), never through its path again: an
+    implementer that moves the run directory away and puts a link or another
+    directory in its place does not get our files written there. `moved()`
+    tells when that happened.
+    """
 
     def __init__(self, path: str, started_at: str, brief: str = "") -> None:
         self.path = path
         self.started_at = started_at
         self.brief = brief
         self._fds: dict[str, int] = {}
+        self._dir: int | None = None
         #: The first artifact that could not be written (its name and the error).
         self.write_error: tuple[str, OSError] | None = None
         #: What create_final_once answered the first time it was asked.
@@ -163,6 +172,30 @@ class RunDir:
                 return path
         return None
 
+    def handle(self) -> int:
+        """The directory's handle: taken once (never through a link), then kept.
+
+        Raises OSError.
+        """
+        if self._dir is None:
+            self._dir = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        return self._dir
+
+    def identity(self) -> tuple[int, int]:
+        """(device, inode) of the directory the run was given."""
+        info = os.fstat(self.handle())
+        return info.st_dev, info.st_ino
+
+    def moved(self) -> bool:
+        """Whether the path no longer names the directory the run was given."""
+        if self._dir is None:
+            return False
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return True
+        return (now.st_dev, now.st_ino) != self.identity()
+
     def prepare(self, fresh: dict[str, bytes], stale: tuple[str, ...] = (RESULT, FINAL)) -> None:
         """Create the directory and the `fresh` artifacts; remove `stale` leftovers.
 
@@ -171,33 +204,41 @@ class RunDir:
         if not os.path.isdir(self.path):
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             os.mkdir(self.path, 0o700)
+        self.handle()
         for name in (*stale, *fresh):
             self._remove(name)
         for name, data in fresh.items():
-            fd = os.open(
-                self.file(name),
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND,
-                0o600,
-            )
+            fd = os.open(name, _NEW | os.O_APPEND, 0o600, dir_fd=self._dir)
             if data:
                 os.write(fd, data)
             self._fds[name] = fd
 
     def _remove(self, name: str) -> None:
-        path = self.file(name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            raise IsADirectoryError(f"{path} is a directory")
+        import stat
+
         try:
-            os.unlink(path)
+            info = os.stat(name, dir_fd=self.handle(), follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(f"{self.file(name)} is a directory")
+        try:
+            os.unlink(name, dir_fd=self.handle())
         except FileNotFoundError:
             pass
+
+    def open_new(self, name: str) -> int:
+        """A new artifact (replacing one an earlier run left), open for writing. Raises OSError."""
+        self._remove(name)
+        return os.open(name, _NEW, 0o600, dir_fd=self.handle())
 
     def reserve(self) -> None:
         """Set RESERVE_BYTES aside for the result (nothing, where the disk cannot)."""
         try:
             fd = os.open(
-                self.file(RESERVE), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_TRUNC, 0o600
-            )
+                RESERVE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_TRUNC, 0o600,
+                dir_fd=self.handle(),
+            )  # fmt: skip
         except OSError:
             return
         try:
@@ -210,7 +251,7 @@ class RunDir:
     def release(self) -> None:
         """Give the reserved space back (before the result is written)."""
         try:
-            os.unlink(self.file(RESERVE))
+            os.unlink(RESERVE, dir_fd=self.handle())
         except OSError:
             pass
 
@@ -234,6 +275,7 @@ class RunDir:
             os.close(fd)
 
     def close(self) -> None:
+        """Close the artifacts' handles (the directory's stays, for the result)."""
         for fd in self._fds.values():
             try:
                 os.close(fd)
@@ -242,8 +284,7 @@ class RunDir:
         self._fds.clear()
 
     def write_final(self, text: str) -> None:
-        data = text.encode("utf-8", errors="replace")
-        atomic_write(self.final_path, data, durable=False, new_mode=0o600)
+        self.replace(FINAL, text.encode("utf-8", errors="replace"))
 
     def create_final_once(self, text: str) -> str | None:
         """Create final.txt once, never through a link or over a file that appeared there.
@@ -260,9 +301,8 @@ class RunDir:
     def _create_final(self, text: str) -> str | None:
         import errno
 
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         try:
-            fd = os.open(self.final_path, flags, 0o600)
+            fd = os.open(FINAL, _NEW, 0o600, dir_fd=self.handle())
         except OSError as error:
             return f"could not safely create final.txt: {errno.errorcode.get(error.errno, error)}"
         try:
@@ -276,12 +316,36 @@ class RunDir:
         return None
 
     def existing(self, name: str) -> str | None:
-        path = self.file(name)
-        return path if os.path.exists(path) else None
+        try:
+            os.stat(name, dir_fd=self.handle())
+        except OSError:
+            return None
+        return self.file(name)
 
     def replace(self, name: str, data: bytes) -> None:
-        """Replace an artifact's bytes at once (readers see the old or the new file)."""
-        atomic_write(self.file(name), data, durable=False, new_mode=0o600)
+        """Replace an artifact's bytes at once (readers see the old or the new file).
+
+        A unique temp file in the directory, then a rename over the name, both
+        through the directory's handle. Raises OSError.
+        """
+        folder = self.handle()
+        temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        fd = os.open(temp, _NEW, 0o600, dir_fd=folder)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.close(fd)
+            fd = -1
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(temp, dir_fd=folder)
+            except OSError:
+                pass
+            raise
 
     def write_result(self, result: dict) -> None:
-        atomic_write(self.result_path, jsjson.document_bytes(result), durable=False, new_mode=0o600)
+        self.replace(RESULT, jsjson.document_bytes(result))
