@@ -83,3 +83,92 @@ def test_a_bad_task_stops_the_batch_before_any_run(source, tmp_path, tasks, mess
     assert err.count("\n") == 1  # one line
     assert source.worktrees() == [str(source.repo)]
     assert source.bench.fake.calls() == []
+
+
+@pytest.mark.parametrize(
+    ("second", "message"),
+    [
+        ({"args": ["--frobnicate"]}, "unknown option: --frobnicate"),
+        ({"args": ["--model"]}, "--model requires a value"),
+        ({"args": ["--timeout", "soon"]},
+         '--timeout "soon" is invalid or too long; use a positive h/m/s duration no longer '
+         "than about 24 days"),
+        ({"args": ["--sandbox", "everything"]},
+         'invalid --sandbox "everything" (expected: read-only, workspace-write, '
+         "danger-full-access)"),
+        ({"args": ["--setup", " "]}, "--setup needs a command"),
+        ({"args": ["--help"]}, "--help prints the relay's help; leave it out of args"),
+        ({"args": ["--out-dir", "elsewhere"]}, "--out-dir is set by the batch; leave it out of args"),
+        ({"args": ["--cd", "elsewhere"]}, "--cd is set by the batch; leave it out of args"),
+        ({"host": "-oProxyCommand=touch pwned"},
+         "--host '-oProxyCommand=touch pwned' is not a host ssh can reach; give an alias from "
+         "your ssh config or user@host"),
+        ({"implementer": None, "lane": "unapproved"},
+         "project fleet config is not trusted; review and approve it with delegate-setup "
+         "before dispatch"),
+    ],
+)  # fmt: skip
+def test_each_task_is_checked_as_its_relay_checks_it_before_any_run(
+    source, tmp_path, second, message
+):
+    # A project lane nobody approved: listed, but no run may take it.
+    write_json(source.repo / ".delegate" / "config.json",
+               fleet_doc({"unapproved": {"implementer": "codex"}}))  # fmt: skip
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "a.md").write_text("a\n")
+    (tmp_path / "plan" / "b.md").write_text("b\n")
+    source.bench.script({})
+    task = {"brief": "b.md", "implementer": "codex", **second}
+    code, report, err = _batch(source, tmp_path, [
+        {"brief": "a.md", "implementer": "codex"},
+        {key: value for key, value in task.items() if value is not None},
+    ])  # fmt: skip
+    plan = tmp_path / "plan" / "batch.json"
+    assert (code, report) == (2, {})
+    assert err == f"delegate: {plan}: task 2: {message} (brief b.md)\n"
+    assert source.worktrees() == [str(source.repo)]
+    assert source.bench.fake.calls() == []
+    assert not (tmp_path / "delegate-relay").exists()
+
+
+def test_the_batchs_own_check_is_checked_against_every_task(source, tmp_path):
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "a.md").write_text("a\n")
+    (tmp_path / "plan" / "b.md").write_text("b\n")
+    source.bench.script({})
+    marker = tmp_path / "checked"
+    plan = write_json(tmp_path / "plan" / "batch.json", {"tasks": [
+        {"brief": "a.md", "implementer": "codex"},
+        {"brief": "b.md", "implementer": "codex", "args": ["--read-only"]},
+    ]})  # fmt: skip
+    done = source.delegate(
+        "batch", str(plan), "--cd", str(source.repo), "--check", f"touch {marker}", "--json"
+    )
+    assert done.code == 2, done
+    assert done.err == (
+        f"delegate: {plan}: task 2: --check runs a command that may write; a read-only run "
+        "takes none (brief b.md)\n"
+    )
+    assert not marker.exists()
+    assert source.bench.fake.calls() == []
+    assert source.worktrees() == [str(source.repo)]
+
+
+def test_a_tasks_check_in_the_file_runs_as_a_shell_command_and_help_says_so(source, tmp_path):
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "a.md").write_text("a\n")
+    source.bench.script({"actions": [{"write": ["made.txt", "x\n"]}]})
+    marker = tmp_path / "checked"
+    code, report, err = _batch(source, tmp_path, [
+        {"brief": "a.md", "implementer": "codex", "args": ["--check", f"echo ran > {marker}"]},
+    ])  # fmt: skip
+    assert code == 0, err
+    assert marker.read_text() == "ran\n"
+    assert [(row["status"], row["check"]["exitCode"]) for row in report["runs"]] == [
+        ("completed", 0)
+    ]
+    shown = " ".join(source.delegate("batch", "--help").out.split())
+    assert (
+        "FILE is code: a task's --setup and --check in args run as shell commands, as this "
+        "command's own do; run only a file you would run as a script." in shown
+    )

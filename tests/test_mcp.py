@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import PYTHON, commit_all, fleet_doc, git, write_json
-from relaykit import Bench
+from relaykit import SWITCHES, VALUE_FLAGS, Bench
 
 from delegate_skills.commands.mcp_server import relay_args
 
@@ -455,3 +455,100 @@ def test_every_tool_parameter_is_described(world):
     ]
     assert undescribed == []
     assert len(tools) == 14
+
+
+#: The relay flags dispatch refuses in args: --setup and --check run their value as a
+#: shell command, --no-confine lets the implementer write outside its work tree.
+REFUSED_OVER_MCP = {"--setup", "--check", "--no-confine"}
+#: The relay flags the dispatch tool sets itself.
+SET_BY_DISPATCH = {"--brief", "--cd", "--out-dir"}
+#: Every other flag of every relay, each passed to the relay as given: none of them runs
+#: shell text in the relay, approves a config or changes a lane.
+PASSED_OVER_MCP = {
+    "--add-dir", "--agent", "--allow-all-tools", "--api-base", "--approval-mode", "--approve",
+    "--architect", "--auto", "--auto-approve", "--clean-env", "--confine", "--context-window",
+    "--continue",
+    "--continue-last", "--conversation", "--dangerously-skip-permissions", "--disabled-tools",
+    "--disallowed-tools", "--dry-run", "--edit-format", "--effort", "--enabled-tools",
+    "--file", "--force", "--full-access", "--history-file", "--host", "--include-uncommitted",
+    "--keep-env", "--lane", "--max-budget-usd", "--max-price", "--max-tokens", "--max-turns",
+    "--mcp", "--mode", "--model", "--name", "--new-project", "--no-auto", "--no-force",
+    "--no-snapshot", "--openai-base-url", "--patch", "--permission", "--permission-mode", "--plan",
+    "--plan-only", "--print-timeout", "--profile", "--project", "--provider", "--pure",
+    "--read", "--read-only", "--resume", "--resume-last", "--sandbox", "--session",
+    "--skill", "--skip-git-repo-check", "--skip-preflight", "--skip-trust", "--subtree-only",
+    "--thinking", "--timeout", "--tools-all", "--variant", "--worktree", "--zcode-path",
+}  # fmt: skip
+
+
+def test_every_relay_flag_is_refused_set_or_passed_by_dispatch():
+    """A relay that gains a flag fails this until someone decides whether MCP may pass it."""
+    every = {
+        flag for table in (VALUE_FLAGS, SWITCHES) for flags in table.values() for flag in flags
+    }
+    assert every - REFUSED_OVER_MCP - SET_BY_DISPATCH - PASSED_OVER_MCP == set()
+    assert {"--setup", "--check"} | SET_BY_DISPATCH <= every
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--check", "touch {marker}"], "--check"),
+        (["--timeout", "1m", "--check", "touch {marker}"], "--check"),
+        (["--worktree", "--setup", "touch {marker}"], "--setup"),
+        (["--setup=touch {marker}", "--worktree"], "--setup"),
+        (["--model", "m", "--check=touch {marker}"], "--check"),
+        (["--no-confine"], "--no-confine"),
+    ],
+)
+def test_dispatch_refuses_a_shell_flag_anywhere_in_args(world, tmp_path, args, flag):
+    bench = world["bench"]
+    commit_all(bench.work)
+    bench.script({})
+    marker = tmp_path / "shell-ran"
+
+    async def body(session):
+        return await session.call_tool(
+            "dispatch",
+            {"implementer": "codex", "brief": "do it\n", "cd": str(bench.work),
+             "args": [arg.format(marker=marker) for arg in args]},
+        )  # fmt: skip
+
+    result = with_server(world["env"], body)
+    assert result.is_error
+    does, written = {
+        "--check": ("runs its value as a shell command", "--check CMD"),
+        "--setup": ("runs its value as a shell command", "--setup CMD"),
+        "--no-confine": ("lets the implementer write outside its work tree, the fleet config "
+                         "and its approval included", "--no-confine"),
+    }[flag]  # fmt: skip
+    assert text(result) == (
+        f"Error executing tool dispatch: {flag} {does}: only the user gives it, at the command "
+        f"line (delegate relay KEY {written}); no MCP tool takes it, so leave it out of args"
+    )
+    assert not marker.exists()
+    assert bench.fake.calls() == []
+    root = tmp_path / "tmp" / "delegate-relay"
+    assert not root.exists() or list(root.iterdir()) == []
+
+
+def test_the_server_says_shell_commands_are_the_users(world):
+    async def body(session):
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        return session.instructions, tools["dispatch"]
+
+    instructions, dispatch = with_server(world["env"], body)
+    assert (
+        "Shell commands and turning confinement off are the user's too: dispatch refuses "
+        "--setup and --check (their value runs as a shell command) and --no-confine in args; "
+        "ask the user to give them at the command line." in instructions
+    )
+    assert (
+        "`args` may not hold --setup or --check (the relay runs their value as a shell "
+        "command) or --no-confine: those are the user's to give, at the command line; such "
+        "a call is refused and starts nothing." in " ".join(dispatch.description.split())
+    )
+    assert dispatch.input_schema["properties"]["args"]["description"] == (
+        'Further relay flags, e.g. ["--read-only"], ["--timeout", "45m"]. '
+        "Not --setup, --check or --no-confine: those are the user's to give."
+    )

@@ -3,7 +3,12 @@
 Every tool runs exactly one `delegate` command and returns what it printed;
 the server holds no logic of its own. Nothing here writes or approves a
 config, edits a lane or removes anything: those stay with the user, at the
-command line.
+command line. So do shell commands and turning confinement off: dispatch
+refuses in `args` the relay flags whose value the relay runs as a shell
+command (--setup, --check; the relay runs it with the user's rights, outside
+whatever confines the implementer) and the one that lets the implementer
+write outside its work tree (--no-confine). Either would let one call approve
+a config or change a lane.
 
 Needs the optional `mcp` package (the `mcp` extra of delegate-skills).
 """
@@ -25,10 +30,26 @@ INSTRUCTIONS = (
     "outside the user's tree and write nothing to it; the user lands the run they keep with "
     "`delegate runs apply` at the command line. No tool writes or approves a config, edits "
     "a lane or deletes anything; ask the user to run `delegate lane set`, `delegate config "
-    "write` or `delegate config approve` themselves."
+    "write` or `delegate config approve` themselves. Shell commands and turning confinement "
+    "off are the user's too: dispatch refuses --setup and --check (their value runs as a "
+    "shell command) and --no-confine in args; ask the user to give them at the command line."
 )
 #: Relay flags the dispatch tool sets itself.
 RESERVED_FLAGS = ("--brief", "--out-dir", "--cd", "-h", "--help")
+#: Relay flags only the user may give: (what it does, how it is written). --setup
+#: and --check take a shell command that the relay itself runs, with the user's
+#: rights and outside whatever confines the implementer; --no-confine lets the
+#: implementer write the fleet config and the approval store. Any relay flag that
+#: approved a config or changed a lane would be listed here too; none does.
+USER_ONLY_FLAGS = {
+    "--setup": ("runs its value as a shell command", "--setup CMD"),
+    "--check": ("runs its value as a shell command", "--check CMD"),
+    "--no-confine": (
+        "lets the implementer write outside its work tree, the fleet config and its "
+        "approval included",
+        "--no-confine",
+    ),
+}
 
 
 class CommandFailed(Exception):
@@ -177,6 +198,22 @@ def brief_source(
     return brief, None
 
 
+def refuse_user_only(args: list[str]) -> None:
+    """Refuse any token of `args` that is a user-only relay flag. Raises CommandFailed.
+
+    Every token counts, a value too (the relay would refuse a value that looks
+    like an option anyway), and `--check=…` as well as `--check`.
+    """
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if name in USER_ONLY_FLAGS:
+            does, written = USER_ONLY_FLAGS[name]
+            raise CommandFailed(
+                f"{name} {does}: only the user gives it, at the command line (delegate relay "
+                f"KEY {written}); no MCP tool takes it, so leave it out of args"
+            )
+
+
 def start_relay(
     implementer: str,
     brief: str | None,
@@ -198,6 +235,7 @@ def start_relay(
         raise CommandFailed(
             f"unknown implementer {implementer!r} (one of: {', '.join(registry.KEYS)})"
         )
+    refuse_user_only(args)
     for arg in args:
         if arg in RESERVED_FLAGS:
             raise CommandFailed(f"{arg} is set by the dispatch tool; leave it out of args")
@@ -353,7 +391,10 @@ def build_server():
         lane: Annotated[str | None, Field(description="A fleet lane to take dials from.")] = None,
         args: Annotated[
             list[str] | None,
-            Field(description='Further relay flags, e.g. ["--read-only"], ["--timeout", "45m"].'),
+            Field(
+                description='Further relay flags, e.g. ["--read-only"], ["--timeout", "45m"]. '
+                "Not --setup, --check or --no-confine: those are the user's to give."
+            ),
         ] = None,
         worktree: Annotated[
             bool, Field(description="Run in a new git worktree outside cd (--worktree).")
@@ -367,7 +408,10 @@ def build_server():
         run happens in its own new git worktree on branch delegate/<run id>,
         outside CD, which stays untouched; its result gains `worktree` and
         `diffstat`. Landing it is the user's, at the command line: `delegate runs
-        apply OUTDIR` (not a tool).
+        apply OUTDIR` (not a tool). `args` may not hold --setup or --check (the
+        relay runs their value as a shell command) or --no-confine: those are
+        the user's to give, at the command line; such a call is refused and
+        starts nothing.
         """
         try:
             text, path = brief_source(brief, briefFile, cd)
