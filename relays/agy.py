@@ -17,7 +17,7 @@ import os
 import re
 
 from delegate_skills import durations, registry
-from delegate_skills.jsjson import js_trim
+from delegate_skills.jstext import js_trim
 from delegate_skills.reading import part_of_file
 from delegate_skills.relay.adapter import State, session_lines
 from delegate_skills.relay.artifacts import STDERR_NAME

@@ -9,7 +9,7 @@ result line arrived whole.
 from __future__ import annotations
 
 from delegate_skills import registry
-from delegate_skills.jsjson import js_trim
+from delegate_skills.jstext import js_trim
 from delegate_skills.relay.adapter import Adapter, State, TextTail, resume_mode_lines
 from delegate_skills.relay.options import (
     SESSION,

@@ -176,6 +176,25 @@ def sweeping():
                     pass
 
 
+def tagged() -> list[int]:
+    """Live processes started by this test (conftest tags each test's processes)."""
+    entry = f"{PROCESS_TAG}={os.environ[PROCESS_TAG]}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                carries = entry in handle.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if carries and state != b"Z":
+            found.append(int(name))
+    return found
+
+
 @pytest.fixture(autouse=True)
 def _no_process_outlives_its_test():
     """Whether the test passed or failed, nothing it started outlives it."""

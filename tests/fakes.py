@@ -20,6 +20,7 @@ class Fake:
         self.bin = root / "bin"
         self.calls_dir = root / "calls"
         self.bin.mkdir(parents=True, exist_ok=True)
+        self.calls_dir.mkdir(exist_ok=True)
         self.scenario_path = self.bin / "scenario.json"
         self.script({})
 
@@ -48,6 +49,9 @@ class Fake:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {**os.environ, "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+        # A confined run may write what the user adds; the fake records its calls there.
+        writable = [str(self.calls_dir), os.environ.get("DELEGATE_CONFINE_WRITABLE", "")]
+        env["DELEGATE_CONFINE_WRITABLE"] = os.pathsep.join(w for w in writable if w)
         env.update(extra)
         return env
 

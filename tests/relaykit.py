@@ -121,7 +121,7 @@ def adapter(key: str):
 ALL_RELAYS = [
     "claude", "cline", "codex", "commandcode", "opencode", "agy", "grok", "kimi", "qoder",
     "vibe", "cursor", "pi", "omp", "aider", "copilot", "warp", "zcode", "gemini", "qwen",
-    "auggie",
+    "auggie", "kilo", "hermes", "dsh",
 ]  # fmt: skip
 
 #: Every value flag of every relay, in --help order, as the Node relays take them.
@@ -166,33 +166,42 @@ VALUE_FLAGS = {
              "--add-dir", "--openai-base-url", "--timeout", "--out-dir", "--host", "--continue", "--setup", "--check"],
     "auggie": ["--brief", "--cd", "--lane", "--model", "--session", "--max-turns",
                "--permission", "--timeout", "--out-dir", "--host", "--continue", "--setup", "--check"],
+    "kilo": ["--brief", "--cd", "--lane", "--model", "--agent", "--variant", "--session",
+             "--timeout", "--out-dir", "--host", "--continue", "--setup", "--check"],
+    "hermes": ["--brief", "--cd", "--lane", "--model", "--provider", "--max-turns", "--session",
+               "--timeout", "--out-dir", "--host", "--continue", "--setup", "--check"],
+    "dsh": ["--brief", "--cd", "--lane", "--model", "--provider", "--permission-mode", "--patch",
+            "--timeout", "--out-dir", "--host", "--continue", "--setup", "--check"],
 }  # fmt: skip
 
 #: Every switch (a flag without a value) of every relay, in --help order, as the
 #: Node relays have them, but for this port's own: cursor's --force, the
 #: --read-only that kimi refuses and qoder honours, and --worktree on every relay.
 SWITCHES = {
-    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "cline": ["--plan", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
+    "claude": ["--resume-last", "--read-only", "--dangerously-skip-permissions", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "cline": ["--plan", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "codex": ["--read-only", "--resume-last", "--clean-env", "--skip-git-repo-check", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "commandcode": ["--read-only", "--tools-all", "--continue-last", "--clean-env", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "opencode": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
     "agy": ["--new-project", "--resume-last", "--sandbox", "--read-only",
-            "--dangerously-skip-permissions", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "grok": ["--read-only", "--full-access", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "kimi": ["--resume-last", "--read-only", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "qoder": ["--resume-last", "--read-only", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "vibe": ["--resume-last", "--plan-only", "--full-access", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "cursor": ["--read-only", "--force", "--no-force", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "pi": ["--resume-last", "--approve", "--read-only", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "omp": ["--resume-last", "--read-only", "--approve", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "copilot": ["--read-only", "--allow-all-tools", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "warp": ["--no-snapshot", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "zcode": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "gemini": ["--read-only", "--resume-last", "--skip-trust", "--sandbox", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "qwen": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
-    "auggie": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--skip-preflight", "--dry-run"],
+            "--dangerously-skip-permissions", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "grok": ["--read-only", "--full-access", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "kimi": ["--resume-last", "--read-only", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "qoder": ["--resume-last", "--read-only", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "vibe": ["--resume-last", "--plan-only", "--full-access", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "cursor": ["--read-only", "--force", "--no-force", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "pi": ["--resume-last", "--approve", "--read-only", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "omp": ["--resume-last", "--read-only", "--approve", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "aider": ["--architect", "--subtree-only", "--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "copilot": ["--read-only", "--allow-all-tools", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "warp": ["--no-snapshot", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "zcode": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "gemini": ["--read-only", "--resume-last", "--skip-trust", "--sandbox", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "qwen": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "auggie": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "kilo": ["--read-only", "--auto", "--no-auto", "--resume-last", "--pure", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "hermes": ["--read-only", "--resume-last", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
+    "dsh": ["--read-only", "--worktree", "--include-uncommitted", "--confine", "--no-confine", "--skip-preflight", "--dry-run"],
 }  # fmt: skip
 
 
@@ -210,6 +219,7 @@ READ_ONLY_FLAG = {
     "cursor": "--read-only", "pi": "--read-only", "omp": "--read-only",
     "aider": "--read-only", "copilot": "--read-only", "zcode": "--read-only",
     "gemini": "--read-only", "qwen": "--read-only", "auggie": "--read-only",
+    "kilo": "--read-only", "hermes": "--read-only", "dsh": "--read-only",
 }  # fmt: skip
 #: The relays with no read-only route: kimi refuses --read-only, warp has none.
 NO_READ_ONLY = ["kimi", "warp"]

@@ -129,3 +129,26 @@ def test_a_hanging_git_is_ended_with_what_it_started(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "None True\n"
+
+
+def test_a_filter_configured_between_two_snapshots_never_runs(tmp_path):
+    """The drivers are listed once per process, and again as soon as a configuration file
+    changes: in the repository's config, or in a file it includes that did not exist yet."""
+    for how in ("config", "include"):
+        repo = committed(tmp_path / how / "repo")
+        marker = tmp_path / how / "filter-ran"
+        included = tmp_path / how / "extra.cfg"
+        git(repo, "config", "include.path", str(included))  # not there yet
+        scratch = tmp_path / how / "scratch"
+        scratch.mkdir()
+        git_dir = str(repo / ".git")
+        snapshots = Snapshotter(str(repo), git_dir, git_dir, str(scratch))
+        snapshots.take(first=True)
+        if how == "config":
+            git(repo, "config", "filter.evil.clean", f"touch {marker}; cat")
+        else:
+            included.write_text(f'[filter "evil"]\n\tclean = touch {marker}; cat\n')
+        (repo / ".gitattributes").write_text("*.txt filter=evil\n")
+        (repo / "b.txt").write_text("b\n")
+        snapshots.take(first=False)
+        assert not marker.exists(), how

@@ -55,6 +55,9 @@ BEYOND_NODE = [
     {"key": "gemini", "binary": "gemini", "skill": "gemini-delegate"},
     {"key": "qwen", "binary": "qwen", "skill": "qwen-delegate"},
     {"key": "auggie", "binary": "auggie", "skill": "auggie-delegate"},
+    {"key": "kilo", "binary": "kilo", "skill": "kilo-delegate"},
+    {"key": "hermes", "binary": "hermes", "skill": "hermes-delegate"},
+    {"key": "dsh", "binary": "dsh", "skill": "dsh-delegate"},
 ]
 
 
@@ -462,5 +465,5 @@ def test_table_for_a_terminal(machine):
     assert "NOT logged in" in text
     assert "sessions: 2, last used 2026-09-21T14:14:10.000Z" in text
     assert text.splitlines()[-1] == (
-        "not installed: cline, qoder, vibe, omp, zcode, gemini, qwen, auggie"
+        "not installed: cline, qoder, vibe, omp, zcode, gemini, qwen, auggie, kilo, hermes, dsh"
     )

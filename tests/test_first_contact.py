@@ -417,13 +417,13 @@ def test_mcp_config_prints_only_the_snippet_on_stdout():
 
 
 #: Which implementers take each dial (the Node bundle's lane rules, and this port's
-#: gemini and qwen), written out here.
+#: gemini, qwen, kilo, hermes and dsh), written out here.
 DIAL_TAKERS = {
-    "--variant": ["opencode"],
+    "--variant": ["opencode", "kilo"],
     "--sandbox": ["codex", "grok"],
-    "--permission-mode": ["qoder", "zcode", "gemini", "qwen"],
+    "--permission-mode": ["qoder", "zcode", "gemini", "qwen", "dsh"],
     "--force / --no-force": ["cursor"],
-    "--provider": ["cline", "pi", "omp"],
+    "--provider": ["cline", "pi", "omp", "hermes", "dsh"],
 }
 
 

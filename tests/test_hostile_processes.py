@@ -13,7 +13,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import PROCESS_TAG, PYTHON, commit_all, git, make_repo
+from conftest import PYTHON, commit_all, git, make_repo, tagged
 from fakes import alive, relay_argv, wait_for
 from relaykit import DETECT_ONLY, Bench, finish, read_pid
 
@@ -51,37 +51,19 @@ def test_a_daemon_in_a_session_of_its_own_is_ended_with_the_run(tmp_path, mechan
     assert not late.exists()
 
 
-def tagged() -> list[int]:
-    """Live processes started by this test (conftest tags each test's processes)."""
-    entry = f"{PROCESS_TAG}={os.environ[PROCESS_TAG]}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as handle:
-                carries = entry in handle.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if carries and state != b"Z":
-            found.append(int(name))
-    return found
-
-
 @pytest.mark.parametrize("mode", ["enforced", "detected"])
 def test_a_daemon_that_escapes_its_group_is_ended_in_a_read_only_run_too(
     tmp_path, mode, mechanisms
 ):
     bench = Bench(tmp_path, "codex")
-    daemon = {"setsid": True, "pid_file": str(tmp_path / "daemon.pid")}
+    # The pid file goes where a confined fake may write: its own record folder.
+    daemon = {"setsid": True, "pid_file": str(bench.fake.calls_dir / "daemon.pid")}
     bench.script({"actions": [{"grandchild": daemon}]})
     run = bench.relay(
         "--read-only", env=bench.fake.env(**(DETECT_ONLY if mode == "detected" else {}))
     )
     assert run.code == 0, run
-    pid = read_pid(tmp_path / "daemon.pid")  # it did start
+    pid = read_pid(bench.fake.calls_dir / "daemon.pid")  # it did start
     if mechanisms == "posix":
         return escaped(pid)
     assert tagged() == []

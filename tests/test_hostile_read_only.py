@@ -285,15 +285,16 @@ def test_bwrap_stops_a_write_to_the_private_records(tmp_path, mechanisms):
 
 
 @needs_bwrap
-def test_the_run_dir_inside_the_repo_stays_writable(tmp_path, mechanisms):
+def test_a_write_runs_dir_inside_the_repo_stays_out_of_its_change(tmp_path, mechanisms):
+    """A write run may keep its run directory in its work tree: the relay's own files are
+    not the run's change; a file the relay did not write there is."""
     bench = prepared(tmp_path, key=UNSANDBOXED)
     bench.out = bench.work / "runs" / "one"
-    notes = [{"write": [str(bench.out / "notes.txt"), "the cli's own\n"]}]
-    result = enforced(bench, notes, mechanisms)
+    bench.script({"actions": [{"write": [str(bench.out / "notes.txt"), "the cli's own\n"]}]})
+    result = bench.relay("--confine").result
     assert result["status"] == "completed", result
     assert (bench.out / "notes.txt").read_text() == "the cli's own\n"
-    # A file the relay did not write is a change to the work tree, even in its run dir.
-    assert result["readOnlyChanges"] == ["runs/one/notes.txt"]
+    assert [entry["path"] for entry in result["changes"]["files"]] == ["runs/one/notes.txt"]
 
 
 def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path, mechanisms):
@@ -315,19 +316,21 @@ def test_without_bwrap_the_run_says_why_and_detection_still_works(tmp_path, mech
     assert result["readOnlyChanges"] == ["tracked.txt"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for runs as root")
-def test_as_root_a_cli_with_its_own_sandbox_is_detect_only(tmp_path, mechanisms):
-    bench = prepared(tmp_path)  # codex: its read-only sandbox is a bubblewrap of its own
-    bench.script({})
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid a confined run of root's runs as")
+def test_as_root_a_cli_with_its_own_sandbox_is_enforced_too(tmp_path, mechanisms):
+    """codex's read-only sandbox is a bubblewrap of its own: inside ours it runs as a
+    non-root uid, where an inner bubblewrap can make its namespaces."""
+    bench = prepared(tmp_path)
+    bench.script({"actions": [{"git": ["-c", "alias.uid=!id -u > uid.txt", "uid"]}]})
     result = bench.relay("--read-only").result
-    assert result["readOnlyEnforced"] is None
-    assert result["readOnlyUnenforced"] == (
-        NO_LINUX
-        if mechanisms == "posix"
-        else "Codex starts its own bubblewrap sandbox, which cannot start inside ours as root; "
-        "run as a normal user to have it enforced"
-    )
-    assert result["readOnlyViolation"] is False  # proven by detection instead
+    if mechanisms == "posix":
+        assert (result["readOnlyEnforced"], result["readOnlyUnenforced"]) == (None, NO_LINUX)
+        return
+    assert (result["readOnlyEnforced"], result.get("readOnlyUnenforced")) == ("bwrap", None)
+    assert result["confined"] == "bwrap"
+    assert not (bench.work / "uid.txt").exists()  # the work tree is read-only to it
+    assert result["readOnlyViolation"] is False
 
 
 # ---------------------------------------------------------------- a read-only lane is a policy

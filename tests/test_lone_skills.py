@@ -47,6 +47,9 @@ SKILLS = {
             "gemini",
             "qwen",
             "auggie",
+            "kilo",
+            "hermes",
+            "dsh",
         ]
     },
 }

@@ -13,6 +13,7 @@ from conftest import ORIGINAL_PATH
 BINARIES = [
     "agy", "aider", "auggie", "claude", "cline", "cmd", "codex", "copilot", "cursor-agent",
     "gemini", "grok", "kimi", "omp", "opencode", "oz", "pi", "qodercli", "qwen", "vibe", "zcode",
+    "kilo", "hermes", "dsh",
 ]  # fmt: skip
 
 

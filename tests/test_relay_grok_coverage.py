@@ -29,8 +29,9 @@ def test_a_grok_that_vanishes_after_its_preflight_leaves_an_unproven_verdict(tmp
     (bindir / "grok").chmod(0o755)
     brief = tmp_path / "brief.txt"
     brief.write_text("Look around.\n")
+    # Unconfined (detection only): confined, the binary could not move itself away.
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path),
-           "XDG_STATE_HOME": str(tmp_path / "state")}  # fmt: skip
+           "XDG_STATE_HOME": str(tmp_path / "state"), "DELEGATE_RELAY_ENFORCE": "0"}  # fmt: skip
     done = subprocess.run(
         relay_argv("grok", "--brief", str(brief), "--cd", str(work), "--out-dir", str(out),
                    "--read-only"),

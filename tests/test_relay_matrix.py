@@ -239,17 +239,19 @@ def test_empty_brief_and_missing_brief(tmp_path, capfd, key):
 BRIEF_BY = {
     **dict.fromkeys(
         ["claude", "cline", "codex", "commandcode", "opencode", "cursor", "pi", "omp",
-         "gemini", "qwen"],
+         "gemini", "qwen", "kilo"],
         "stdin",
     ),
-    **dict.fromkeys(["agy", "kimi", "qoder", "vibe", "warp"], "argv"),
+    **dict.fromkeys(["agy", "kimi", "qoder", "vibe", "warp", "hermes"], "argv"),
     **dict.fromkeys(["grok", "aider", "zcode", "copilot", "auggie"], "file"),
+    # dsh takes a task on argv only: the task names the brief's file.
+    "dsh": "pointer",
 }  # fmt: skip
 #: The relays that call a run which exits 0 having printed nothing a failure (exit 1):
-#: claude and cline as the Node relays do (no result event); agy and qoder by this
-#: port's own stricter rules; gemini, qwen and auggie, which end every run they finish
-#: with a result. Every other relay calls it a success.
-SILENT_RUN_FAILS = ["claude", "cline", "agy", "qoder", "gemini", "qwen", "auggie"]
+#: claude and cline as the Node relays do (no result event); agy, qoder and hermes by
+#: this port's own stricter rules; gemini, qwen and auggie, which end every run they
+#: finish with a result. Every other relay calls it a success.
+SILENT_RUN_FAILS = ["claude", "cline", "agy", "qoder", "gemini", "qwen", "auggie", "hermes"]
 
 
 @pytest.mark.parametrize("key", RELAYS)
@@ -265,6 +267,8 @@ def test_brief_from_stdin(tmp_path, key):
         assert call["stdin"] == "piped brief\n"
     elif BRIEF_BY[key] == "argv":
         assert any(arg.endswith("piped brief\n") for arg in call["argv"]), call["argv"]
+    elif BRIEF_BY[key] == "pointer":
+        assert call["argv"][-1] == f"Read the task brief at {brief_file} and execute it fully."
     else:
         assert any(arg.endswith(str(brief_file)) for arg in call["argv"]), call["argv"]
 

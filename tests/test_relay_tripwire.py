@@ -129,11 +129,19 @@ def test_edit_to_an_already_dirty_file_is_true(tmp_path, key):
 
 
 @pytest.mark.parametrize("key", READ_ONLY_RELAYS)
-def test_artifacts_inside_the_repo_do_not_trip_it(tmp_path, key):
+def test_a_read_only_run_keeps_its_run_dir_out_of_its_work_tree(tmp_path, key):
+    """Its run directory is writable to the implementer: in the work tree it would make that
+    part of the tree writable, so it is refused before anything is written."""
     bench = prepared(tmp_path, key)
-    bench.out = bench.work
-    bench.script({"actions": [{"stdout": '{"type":"text"}\n'}, {"stderr": "noise\n"}]})
-    assert bench.relay(read_only_flag(key)).result["readOnlyViolation"] is False
+    bench.out = bench.work / "runs" / "one"
+    bench.script({"actions": [{"stdout": '{"type":"text"}\n'}]})
+    run = bench.relay(read_only_flag(key))
+    assert (run.code, run.out) == (2, "")
+    assert run.err == (
+        f"relay: --out-dir {bench.out} is in or around the work tree of a read-only run "
+        f"({bench.work}); choose a folder outside it\n"
+    )
+    assert bench.fake.calls() == [] and not bench.out.exists()
 
 
 @pytest.mark.parametrize("key", READ_ONLY_RELAYS)

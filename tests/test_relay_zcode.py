@@ -445,8 +445,8 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "workdir", "mode", "readOnly", "disallowedTools",
         "resumeLast", "session", "zcodeVersion", "zcodeSource", "zcodePath", "startedAt",
         "finishedAt", "briefPath", "outputPath", "finalPath", "status", "exitCode", "signal",
-        "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "readOnlyViolation", "usage",
-        "contextWindow",
+        "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "readOnlyViolation", "usage", "contextWindow",
     ]  # fmt: skip
 
 
@@ -455,8 +455,8 @@ def test_plan_result_field_order(bench):
     run_zcode(bench, "--read-only", **DETECT_ONLY)
     assert tail_from(bench.result, "sessionId") == [
         "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
-        "readOnlyViolation", "readOnlyEnforced", "readOnlyUnenforced", "usage",
-        "contextWindow", "parseWarning", "stderrTail",
+        "confined", "confinedUnavailable", "readOnlyViolation", "readOnlyEnforced",
+        "readOnlyUnenforced", "usage", "contextWindow", "parseWarning", "stderrTail",
     ]  # fmt: skip
 
 

@@ -273,7 +273,7 @@ def test_a_continuation_stays_read_only_and_where_its_run_ran(source, tmp_path, 
                                                   "sandbox": "workspace-write"}}))  # fmt: skip
     repo = source.repo
     # (a) A read-only run rewrites its own run.json to name the write lane.
-    a_out, go = tmp_path / "a", tmp_path / "go"
+    a_out, go = tmp_path / "a", source.bench.fake.calls_dir / "go"  # where the fake may look
     marker = {"schema": "delegate-run.v1", "implementer": "codex", "lane": "wide",
               "workdir": str(repo), "outDir": str(a_out)}  # fmt: skip
     source.bench.script({"actions": [THREAD, {"wait_for_file": str(go)},
@@ -314,7 +314,10 @@ def test_a_continuation_stays_read_only_and_where_its_run_ran(source, tmp_path, 
     moved_marker = {**json.loads((w_out / "run.json").read_text()), "workdir": str(other)}
     source.bench.script({"actions": [_forged(w_out / "result.json", moved),
                                      _forged(w_out / "run.json", moved_marker)]})  # fmt: skip
-    planting = source.relay("--read-only", out=tmp_path / "c")
+    # Unconfined (where bubblewrap confines it, the other run's files are out of its reach).
+    planting = relay("codex", "--brief", str(source.bench.brief), "--cd", str(repo),
+                     "--out-dir", str(tmp_path / "c"), "--read-only",
+                     env={**source.env, **DETECT_ONLY}, out_dir=tmp_path / "c")  # fmt: skip
     assert planting.code == 0, planting
     assert json.loads((w_out / "result.json").read_text())["workdir"] == str(other)
     source.bench.script({"actions": [THREAD]})

@@ -117,7 +117,7 @@ def test_skills_sh_json_lists_exactly_the_folders():
     document = json.loads((ROOT / "skills.sh.json").read_text())
     listed = [name for group in document["groupings"] for name in group["skills"]]
     assert sorted(listed) == [path.name for path in SKILL_DIRS]
-    assert len(listed) == len(set(listed)) == 21
+    assert len(listed) == len(set(listed)) == 24
 
 
 def markdown_files() -> list[Path]:

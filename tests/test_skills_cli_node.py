@@ -66,12 +66,12 @@ def test_it_is_the_pinned_skills_cli(skills_command, tmp_path):
     assert done.stdout.strip() == skillscli.SKILLS_CLI_VERSION, done
 
 
-def test_lists_all_twenty_one_skills(skills_command, tmp_path):
+def test_lists_all_twenty_four_skills(skills_command, tmp_path):
     done = skills_cli(skills_command, "add", str(ROOT), "--list", cwd=tmp_path, home=tmp_path)
     assert done.returncode == 0, done
     listed = set(re.findall(r"\b([a-z]+-delegate|delegate-setup)\b", done.stdout))
     assert sorted(listed) == ALL_SKILLS
-    assert len(ALL_SKILLS) == 21
+    assert len(ALL_SKILLS) == 24
 
 
 def test_installs_a_copy_for_claude_code_that_dispatches_with_a_bare_python(

@@ -62,7 +62,7 @@ def ours(tmp_path, capsys, entry) -> tuple[int, str, str]:
 
 #: How Node's list of implementers ends in its messages, and what this port adds to it.
 NODE_KEYS_END = "copilot, warp, zcode)"
-BEYOND_NODE = ", gemini, qwen, auggie"
+BEYOND_NODE = ", gemini, qwen, auggie, kilo, hermes, dsh"
 
 
 def disagreement(entry, code: int, out: str, err: str) -> str | None:
@@ -75,7 +75,7 @@ def disagreement(entry, code: int, out: str, err: str) -> str | None:
     if code != 2 or out or not err.startswith("config.py: ") or err.count("\n") != 1:
         return f"Node refused ({entry['error']!r}), we said {code} {out!r} {err!r}"
     message, expected = err[len("config.py: ") : -1], entry["error"]
-    # The list of implementers names the three this port adds after Node's seventeen.
+    # The list of implementers names the six this port adds after Node's seventeen.
     expected = expected.replace(NODE_KEYS_END, NODE_KEYS_END[:-1] + BEYOND_NODE + ")")
     # A JSON syntax error is worded by the parser (V8's against Python's): only
     # the label and the "invalid JSON (" part are the relay's own words.

@@ -11,10 +11,10 @@ from conftest import fleet_doc, script, write_json
 
 from delegate_skills import validation
 
-#: Node's seventeen, then the three this port adds (Node's message lists only its own).
+#: Node's seventeen, then the six this port adds (Node's message lists only its own).
 ALL = (
     "claude, cline, codex, commandcode, opencode, agy, grok, kimi, qoder, vibe, cursor, pi, "
-    "omp, aider, copilot, warp, zcode, gemini, qwen, auggie"
+    "omp, aider, copilot, warp, zcode, gemini, qwen, auggie, kilo, hermes, dsh"
 )
 
 REJECTIONS = [

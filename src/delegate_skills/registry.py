@@ -1,4 +1,4 @@
-"""The twenty implementers, and the value rules lanes and relays share.
+"""The twenty-three implementers, and the value rules lanes and relays share.
 
 Everything that knows an implementer by name reads it from here: the fleet
 validator, lane resolution, discovery, the relays and the generated skill texts.
@@ -80,17 +80,22 @@ SANDBOX_CHOICES = {"codex": CODEX_SANDBOX, "grok": GROK_SANDBOX}
 #: Gemini CLI's and Qwen Code's `--approval-mode` values (Qwen forked Gemini CLI).
 GEMINI_APPROVAL = ("default", "auto_edit", "yolo", "plan")
 QWEN_APPROVAL = ("plan", "default", "auto-edit", "auto", "yolo")
+#: DeepSeek Harness's DSH_PERMISSION_MODE values.
+DSH_PERMISSION = ("read-only", "workspace-write", "danger-full-access")
 PERMISSION_CHOICES = {
     "qoder": QODER_PERMISSION,
     "zcode": ZCODE_MODE,
     "gemini": GEMINI_APPROVAL,
     "qwen": QWEN_APPROVAL,
+    "dsh": DSH_PERMISSION,
 }
 
 
 CLAUDE_MODEL = Token(r"A-Za-z0-9._:@/\[\]-", "letters, digits, . _ : @ / [ ] -")
 CURSOR_MODEL = Token(r"A-Za-z0-9._:@/\[\],=-", "letters, digits, . _ : @ / [ ] , = -")
 SHELL_SAFE = Token(r"A-Za-z0-9._:/-", "letters, digits, . _ : / -")
+#: Kilo Code's model ids, whose gateway catalog spells some with `~` (kilo/~anthropic/…).
+KILO_MODEL = Token(r"A-Za-z0-9._:/~-", "letters, digits, . _ : / ~ -")
 #: Session, thread and conversation ids that go on a command line.
 SESSION_ID = Token("A-Za-z0-9._:-", "letters, digits, . _ : -")
 #: A display label such as an Antigravity model name ("Gemini 3 Pro (High)").
@@ -492,6 +497,36 @@ IMPLEMENTERS: tuple[Implementer, ...] = (
         ("model", "timeout", "readOnly"),
         win_shell=True,
         login="auggie login, or AUGMENT_SESSION_AUTH",
+    ),
+    Implementer(
+        "kilo",
+        "kilo",
+        "Kilo Code",
+        ("model", "variant", "timeout", "readOnly"),
+        win_shell=True,
+        # OpenCode's fork lists its credentials the same way: a "●" row per login.
+        auth_probe=AuthProbe(("auth", "list"), success=Pattern(r"(?m)^●\s"), miss_means_false=True),
+        model_probe=ModelProbe(args=("models",), format="lines"),
+        login="kilo auth login, or a provider in ~/.config/kilo/kilo.jsonc",
+    ),
+    Implementer(
+        "hermes",
+        "hermes",
+        "Hermes Agent",
+        ("model", "provider", "timeout", "readOnly"),
+        win_shell=False,
+        login="hermes model (or a provider API key in ~/.hermes/.env)",
+    ),
+    Implementer(
+        "dsh",
+        "dsh",
+        "DeepSeek Harness",
+        ("model", "provider", "permissionMode", "timeout", "readOnly"),
+        win_shell=True,
+        usage_probe=UsageProbe(
+            ".dsh", ("sessions", "*"), "dir", Pattern(r"\Asession-"), "DSH_HOME"
+        ),
+        login="DEEPSEEK_API_KEY, or the provider key its settings.yaml names",
     ),
 )
 

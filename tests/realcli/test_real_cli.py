@@ -472,12 +472,15 @@ def offered_tools(body: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def model_server(log: Path, target: Path):
-    """The scripted server as a child process on a free port, killed on leaving."""
+def model_server(log: Path, target: Path, *options: str):
+    """The scripted server as a child process on a free port, killed on leaving.
+
+    `options` are more modelserver.py arguments (`--via shell`).
+    """
     proc = subprocess.Popen(
         [
             sys.executable, str(MODEL_SERVER), "--log", str(log), "--target", str(target),
-            "--marker", MARKER, "--final", FINAL_TEXT, "--lifetime", "900",
+            "--marker", MARKER, "--final", FINAL_TEXT, "--lifetime", "900", *options,
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

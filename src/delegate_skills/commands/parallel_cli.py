@@ -20,11 +20,22 @@ from .output import (
 
 # ---------------------------------------------------------------- fanout
 
+#: The most runs one fanout starts (lanes and implementers × hosts × attempts).
+MAX_RUNS = 256
+
 
 def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
     if value is not None and value < 1:
         raise click.BadParameter("use 1 or more", param_hint="--jobs")
     return value
+
+
+#: fanout and batch confine their runs unless told not to (relay/confine.py).
+CONFINE_OPTION = click.option(
+    "--confine/--no-confine", default=True, show_default=True,
+    help="Confine each run with bubblewrap where it works here: it writes its worktree, its "
+    "run directory, its CLI's own state and a /tmp of its own, nothing else.",
+)  # fmt: skip
 
 
 @click.command("fanout")
@@ -56,6 +67,7 @@ def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
 @CHECK_OPTION
 @click.option("--review-by", "review_by", default=None, metavar="LANE",
               help="Have this lane's implementer review every completed run.")  # fmt: skip
+@CONFINE_OPTION
 @JSON_OPTION
 def fanout_command(
     brief: str,
@@ -69,6 +81,7 @@ def fanout_command(
     setup: str | None,
     check: str | None,
     review_by: str | None,
+    confine: bool,
     as_json: bool,
 ) -> None:
     """Run one brief on several lanes or implementers at once, each in its own worktree.
@@ -84,9 +97,16 @@ def fanout_command(
 
     if timeout is not None and durations.parse_timeout_ms(timeout) is None:
         raise click.BadParameter("use an h/m/s duration such as 30m or 90s", param_hint="--timeout")
+    kinds, machines = max(1, len(lanes) + len(implementers)), max(1, len(hosts))
+    if kinds * machines * attempts > MAX_RUNS:
+        raise click.BadParameter(
+            f"{kinds} lane(s) or implementer(s) × {machines} host(s) × {attempts} attempt(s) "
+            f"is {kinds * machines * attempts} runs; fanout starts at most {MAX_RUNS}",
+            param_hint="--attempts",
+        )
     workdir = cwd_of(cd)
     planned = fanout.plan(workdir, list(lanes), list(implementers))
-    hooks = _hook_args(setup, check)
+    hooks = [*_hook_args(setup, check), "--confine" if confine else "--no-confine"]
     targets = [
         fanout.Target(
             t.implementer, t.lane, args=hooks, host=host, task=f"#{n + 1}" if attempts > 1 else None
@@ -195,24 +215,29 @@ def _run_live(runner) -> list[dict]:
 @click.option("--jobs", type=click.IntRange(min=1), help="Runs at once (default: all).")
 @SETUP_OPTION
 @CHECK_OPTION
+@CONFINE_OPTION
 @JSON_OPTION
 def batch_command(
     file: str, cd: str | None, jobs: int | None, setup: str | None, check: str | None,
-    as_json: bool,
+    confine: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Run a list of tasks (each its own brief, lane or implementer) in parallel worktrees.
 
     FILE is JSON: {"tasks": [{"brief": "a.md", "lane": "feature"}, {"brief":
     "b.md", "implementer": "claude", "timeout": "30m", "args": [...]}]}, brief
-    paths relative to FILE. Every task is checked before any run starts. Runs
-    as fanout does and prints one table (JSON on a pipe or with --json). Exit
-    codes as fanout's.
+    paths relative to FILE. FILE is code: a task's --setup and --check in
+    args run as shell commands, as this command's own do; run only a file you
+    would run as a script. Every task is checked in full (its fields, host and
+    relay flags, as the relay checks them) before any run starts; a bad task
+    is one line naming it, exit 2, and nothing is made. Runs as fanout does
+    and prints one table (JSON on a pipe or with --json). Exit codes as
+    fanout's.
     """
     from . import batch, fanout
 
     workdir = cwd_of(cd)
-    targets = batch.load(file, workdir)
-    hooks = _hook_args(setup, check)
+    hooks = [*_hook_args(setup, check), "--confine" if confine else "--no-confine"]
+    targets = batch.load(file, workdir, hooks)
     for target in targets:
         target.args = [*hooks, *target.args]
 

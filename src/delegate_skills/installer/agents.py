@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import UserError
-from ..fleet import config_home, home_dir
+from ..homes import config_home, home_dir
 
 DEFAULT_AGENT = "universal"
 SHARED_PROJECT_DIR = ".agents/skills"

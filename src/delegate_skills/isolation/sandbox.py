@@ -1,22 +1,28 @@
-"""Read-only runs enforced by the OS: the implementer under bubblewrap.
+"""Confined runs: the implementer under bubblewrap, writing only what it is given.
 
-On Linux, when `bwrap` is on PATH and works here, the implementer of a
-read-only run (its version preflight too) starts inside a bubblewrap
-sandbox that sees the whole file system as it is, except:
+On Linux, when `bwrap` is on PATH and works here, a confined implementer (its
+version preflight too) sees the whole file system read-only, except:
 
-- the work tree, its git dir and common git dir (objects, refs, hooks, the
-  approval store), alternate object stores and included config files, and
-  the relay's state dir (the run's private record) are bound read-only;
-- the run directory, the temp dir and any path the adapter names (a CLI's
-  own state inside the repository) stay writable even when they sit inside
-  one of those;
-- it has its own PID namespace (it cannot signal the relay) and no
-  capabilities (so it cannot remount anything), and dies with the relay.
+- an allowlist bound writable: its work tree and the git dirs a commit there
+  needs (a write run), its run directory, the CLI's own state and config
+  (each adapter names them), paths the user adds (DELEGATE_CONFINE_WRITABLE),
+  and a private, empty `/tmp` of its own;
+- inside those, what must stay read-only even so: the repository's hooks,
+  config and approval store;
+- hidden behind an empty tmpfs: our private state dir (the run store, other
+  runs' worktrees, our object store); a worktree run's own worktree is bound
+  back into it.
 
-Everything else (the CLI's config and state under $HOME, the network) is as
-at the user's terminal. Where bwrap is missing or cannot make a namespace,
-the run is not enforced, `readOnlyEnforced` is null and `readOnlyUnenforced`
-says why; the verdict then rests on detection alone (gitstate.Tripwire).
+It has its own PID namespace and no capabilities, dies with the relay, and
+keeps the network (the CLI talks to its model). As root it runs as uid
+NESTED_UID in a user namespace of its own (mapped to root outside, so the
+files it writes are root's as before): a CLI that starts a bubblewrap sandbox
+of its own (codex, claude, grok) can then make its namespaces inside ours.
+
+A read-only run is the same sandbox with the work tree left out of the
+allowlist. Where bwrap is missing or cannot start here the run is not
+confined, and the reason is said (`confined: null`, `confinedUnavailable`;
+for a read-only run `readOnlyEnforced: null`, `readOnlyUnenforced`).
 """
 
 from __future__ import annotations
@@ -27,19 +33,33 @@ import subprocess
 
 from . import linux
 
-#: Set to "0" to run read-only runs without the sandbox (the verdict still detects).
+#: Set to "0" to run without the sandbox (a read-only verdict still detects).
 ENFORCE_ENV = "DELEGATE_RELAY_ENFORCE"
+#: More paths (os.pathsep-separated) a confined implementer may write: a cache
+#: or toolchain directory it needs. The user's own setting.
+EXTRA_WRITABLE_ENV = "DELEGATE_CONFINE_WRITABLE"
 PROBE_TIMEOUT_S = 10.0
 #: bwrap's own message when it cannot start (its lines all start so).
 BWRAP_PREFIX = "bwrap: "
+#: The uid (and gid) a confined run of root's runs as, in a user namespace of its own.
+NESTED_UID = 1000
 
 
 class Sandbox:
-    """How a read-only run is enforced: an argv prefix, or the reason there is none."""
+    """How a run is confined: an argv prefix, or the reason there is none."""
 
-    def __init__(self, prefix: list[str] | None, reason: str | None) -> None:
+    def __init__(self, prefix: list[str] | None, reason: str | None, tmp: str | None = None):
         self.prefix = prefix
         self.reason = reason
+        #: The private directory mounted as the implementer's /tmp (ours to remove).
+        self.tmp = tmp
+        #: What the implementer may write (real paths), when it is confined.
+        self.writable: list[str] = []
+
+    def lets_write_inside(self, roots: list[str | None]) -> bool:
+        """Whether any writable path lies in (or around) one of `roots`."""
+        real = [os.path.realpath(r) for r in roots if r]
+        return any(_inside(w, r) or _inside(r, w) for w in self.writable for r in real)
 
     @property
     def enforced(self) -> str | None:
@@ -48,46 +68,102 @@ class Sandbox:
     def wrap(self, argv: list[str]) -> list[str]:
         return [*self.prefix, "--", *argv] if self.prefix else argv
 
+    def child_env(self, env: dict[str, str]) -> dict[str, str]:
+        """The implementer's environment: its temp dir is the private /tmp."""
+        if not self.prefix:
+            return env
+        return {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
 
-def _exists_dirs(paths) -> list[str]:
+    def release(self) -> None:
+        """Remove the private /tmp (never following a link the implementer left there)."""
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+class Allowlist:
+    """What a confined implementer may write, what stays read-only inside it, what is hidden."""
+
+    def __init__(self) -> None:
+        self.writable: list[str] = []
+        self.read_only: list[str] = []
+        self.hidden: list[str] = []
+        #: Paths under /tmp the implementer must still see (its binary), read-only.
+        self.visible: list[str] = []
+
+    def extra_from(self, env: dict[str, str]) -> None:
+        """The user's own additions (DELEGATE_CONFINE_WRITABLE), absolute paths only."""
+        for path in os.environ.get(EXTRA_WRITABLE_ENV, "").split(os.pathsep):
+            if path and os.path.isabs(path):
+                self.writable.append(path)
+
+
+def _real_existing(paths) -> list[str]:
     seen: list[str] = []
     for path in paths:
         if not path:
             continue
         real = os.path.realpath(path)
-        if os.path.exists(real) and real not in seen:
+        if os.path.lexists(real) and real not in seen:
             seen.append(real)
     return seen
 
 
-def _inside_any(path: str, roots: list[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def bwrap_argv(read_only: list[str], writable: list[str], bwrap: str) -> list[str]:
-    """The bwrap command line up to (not including) `--`."""
-    argv = [bwrap, "--dev-bind", "/", "/", "--proc", "/proc"]
-    for path in read_only:
-        argv += ["--ro-bind", path, path]
+def bwrap_argv(allow: Allowlist, tmp: str, bwrap: str, as_root: bool) -> list[str]:
+    """The bwrap command line up to (not including) `--`.
+
+    Mounts go from the shallowest path to the deepest, so a path bound inside
+    another (a read-only hooks folder in a writable repository, a worktree in
+    the hidden state dir) lands on top of it.
+    """
+    real_tmp = os.path.realpath(tmp)
+    # The private /tmp is also bound at its own path: a CLI that reads where its /tmp
+    # comes from (codex, in /proc/self/mountinfo) finds it there, inside the hidden state dir.
+    mounts: list[tuple[str, int, list[str]]] = [
+        ("/tmp", 0, ["--bind", tmp, "/tmp"]),
+        (real_tmp, 2, ["--bind", real_tmp, real_tmp]),
+    ]
+    for path in _real_existing(allow.hidden):
+        mounts.append((path, 1, ["--tmpfs", path]))
+    writable = _real_existing(allow.writable)
     for path in writable:
-        if _inside_any(path, read_only):
-            argv += ["--bind", path, path]
+        mounts.append((path, 2, ["--bind", path, path]))
+    for path in _real_existing(allow.visible):
+        if _inside(path, "/tmp") and not any(_inside(path, w) for w in writable):
+            mounts.append((path, 3, ["--ro-bind", path, path]))
+    for path in _real_existing(allow.read_only):
+        if any(_inside(path, w) for w in writable):
+            mounts.append((path, 4, ["--ro-bind", path, path]))
+    mounts.sort(key=lambda m: (m[0].rstrip(os.sep).count(os.sep), m[1]))
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    for _path, _order, args in mounts:
+        argv += args
+    if as_root:
+        uid = str(NESTED_UID)
+        argv += ["--unshare-user", "--uid", uid, "--gid", uid]
     argv += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
     return argv
 
 
 def plan(
+    allow: Allowlist,
     *,
-    read_only: list[str],
-    writable: list[str],
     cwd: str,
     env: dict[str, str],
     refused: str | None = None,
+    tmp: str | None = None,
+    owned: bool = True,
 ) -> Sandbox:
-    """A sandbox for a read-only run, or why there is none.
+    """A sandbox for a confined run, or why there is none.
 
     `refused` is the adapter's reason to run without one (its CLI cannot
-    work inside it).
+    work inside it). `tmp` is the empty folder to mount as /tmp (by default a
+    new one under the temp dir); the Sandbox removes it on `release` when it
+    is `owned` (a dry run passes one that is not).
     """
     if os.environ.get(ENFORCE_ENV) == "0":
         return Sandbox(None, f"{ENFORCE_ENV}=0 turned enforcement off")
@@ -100,13 +176,23 @@ def plan(
         return Sandbox(
             None, "bwrap is not on PATH (install Debian's or Ubuntu's bubblewrap package)"
         )
-    ro = _exists_dirs(read_only)
-    rw = _exists_dirs(writable)
-    prefix = bwrap_argv(ro, rw, bwrap)
+    made = tmp is None
+    if made:
+        import tempfile
+
+        try:
+            tmp = tempfile.mkdtemp(prefix="delegate-confined-")
+        except OSError as problem:
+            return Sandbox(None, f"cannot make the run's private /tmp: {problem}")
+    prefix = bwrap_argv(allow, tmp, bwrap, os.geteuid() == 0)
     problem = _probe(prefix, cwd, env)
     if problem:
+        if made or owned:
+            shutil.rmtree(tmp, ignore_errors=True)
         return Sandbox(None, f"bwrap cannot start here: {problem}")
-    return Sandbox(prefix, None)
+    confined = Sandbox(prefix, None, tmp if (made or owned) else None)
+    confined.writable = _real_existing(allow.writable)
+    return confined
 
 
 def _probe(prefix: list[str], cwd: str, env: dict[str, str]) -> str | None:

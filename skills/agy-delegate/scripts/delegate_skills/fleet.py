@@ -14,24 +14,13 @@ import os
 
 from . import approval, gitmeta, jsjson, registry, store
 from .errors import UserError
+from .homes import config_home
 from .reading import CONFIG_LIMIT, read_limited
 from .validation import InvalidDocument, check_document, parse_document
 
 GLOBAL_SCOPE = "global"
 PROJECT_SCOPE = "project"
 SCOPES = (GLOBAL_SCOPE, PROJECT_SCOPE)
-
-
-def home_dir() -> str:
-    if "HOME" in os.environ:
-        return os.environ["HOME"]
-    return os.path.expanduser("~")
-
-
-def config_home() -> str:
-    """$XDG_CONFIG_HOME if it is absolute (the XDG spec ignores a relative one), else ~/.config."""
-    value = os.environ.get("XDG_CONFIG_HOME")
-    return value if value and os.path.isabs(value) else os.path.join(home_dir(), ".config")
 
 
 def global_config_path() -> str:

@@ -15,7 +15,7 @@ import hashlib
 import os
 
 from .errors import UserError
-from .jsjson import js_trim
+from .jstext import js_trim
 from .reading import CONFIG_LIMIT, read_limited
 
 APPROVAL_DIR = "delegate-skills"

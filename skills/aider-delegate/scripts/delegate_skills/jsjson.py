@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 
+from .jstext import js_trim  # noqa: F401  (where readers of JSON files trim their text)
+
 _ARRAY_INDEX_MAX = 2**32 - 2
 _SAFE_INT = 2**53
 
@@ -189,15 +191,3 @@ def _emit(value, out: list[str], indent: int | None, pad: str) -> None:
 def document_bytes(doc) -> bytes:
     """The bytes the Node bundle writes for `doc`: two-space JSON and a newline."""
     return (stringify(doc, 2) + "\n").encode("utf-8")
-
-
-# JavaScript's String#trim strips these (WhiteSpace and LineTerminator).
-_JS_SPACE = (
-    "\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-
-
-def js_trim(value: str) -> str:
-    """String#trim: JavaScript's idea of surrounding white space."""
-    return value.strip(_JS_SPACE)

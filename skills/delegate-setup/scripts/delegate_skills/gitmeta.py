@@ -237,8 +237,89 @@ def git_outcome(
     return run_argv(git_argv(cwd, args), env=git_env(env), input=input, timeout=timeout)
 
 
-#: Configuration keys whose value is a program git runs on file contents.
-_DRIVER_KEYS = r"^(filter\..+\.(clean|smudge|process)|merge\..+\.driver)$"
+#: Configuration keys whose value is a program git runs on file contents, and the include
+#: keys that bring more configuration files in.
+_DRIVER_KEYS = (
+    r"^(filter\..+\.(clean|smudge|process)|merge\..+\.driver|include\.path|includeif\..+\.path)$"
+)
+
+
+def _is_driver(key: str) -> bool:
+    """A filter's or merge driver's program (config keys come lower-cased but the middle)."""
+    if key.startswith("filter."):
+        return key.count(".") >= 2 and key.endswith((".clean", ".smudge", ".process"))
+    return key.startswith("merge.") and key.count(".") >= 2 and key.endswith(".driver")
+
+
+def _config_files(git_dir: str, env: dict[str, str]) -> list[str]:
+    """Every configuration file git reads for `git_dir`, whether it exists or not."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    found = [
+        env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
+        env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
+        os.path.join(xdg, "git", "config"),
+        os.path.join(git_dir, "config"),
+        os.path.join(git_dir, "config.worktree"),
+    ]
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.join(git_dir, handle.read().strip())
+        found += [os.path.join(common, "config"), os.path.join(common, "config.worktree")]
+    except OSError:
+        pass
+    return found
+
+
+def _stamp(paths) -> tuple:
+    """What tells whether any of `paths` was written, made or removed since."""
+    stamps = []
+    for path in sorted(set(paths)):
+        try:
+            info = os.stat(path)
+        except OSError:
+            stamps.append((path, None))
+            continue
+        stamps.append((path, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    return tuple(stamps)
+
+
+class _DriverListing:
+    """The drivers a repository's configuration names, and the files that answer came from.
+
+    Kept for the process: asked again only when one of those files changed
+    (or an `includeIf` makes the answer depend on more than files).
+    """
+
+    seen: dict[str, tuple[tuple, list[str]]] = {}  # noqa: RUF012 (the process's cache)
+
+    @classmethod
+    def cached(cls, git_dir: str, env: dict[str, str]) -> list[str] | None:
+        found = cls.seen.get(git_dir)
+        if found is None or found[0] != _stamp(p for p, *_ in found[0]):
+            return None
+        return found[1]
+
+    @classmethod
+    def parse(cls, git_dir: str, env: dict[str, str], out: bytes) -> list[str]:
+        """The drivers in a `config -z --show-origin --get-regexp` answer; kept when it can be."""
+        drivers, files, keep = [], _config_files(git_dir, env), True
+        fields = out.split(b"\0")
+        for i in range(0, len(fields) - 1, 2):
+            origin = os.fsdecode(fields[i])
+            key, _, value = os.fsdecode(fields[i + 1]).partition("\n")
+            if origin.startswith("file:"):
+                files.append(origin[len("file:") :])
+            if key.startswith("includeif."):
+                keep = False  # its condition may change with no file changing
+            elif key == "include.path":
+                base = os.path.dirname(origin[len("file:") :]) if origin.startswith("file:") else ""
+                files.append(os.path.join(base, os.path.expanduser(value)))
+            elif _is_driver(key):
+                drivers.append(key)
+        if keep:
+            cls.seen[git_dir] = (_stamp(files), drivers)
+        return drivers
 
 
 class BoundGit:
@@ -256,14 +337,25 @@ class BoundGit:
         self._listing: Pending | None = None
 
     def prefetch(self) -> None:
-        """Start listing the configuration's drivers now, beside other work."""
+        """Start listing the configuration's drivers now, beside other work.
+
+        Nothing is started when this process listed them already and no
+        configuration file changed since.
+        """
         if self._drivers is None and self._listing is None:
+            known = _DriverListing.cached(self.git_dir, self._listing_env())
+            if known is not None:
+                self._drivers = _overrides(known)
+                return
             self._listing = start_argv(
-                ["git", f"--git-dir={self.git_dir}", "config", "-z", "--name-only",
+                ["git", f"--git-dir={self.git_dir}", "config", "-z", "--show-origin",
                  "--get-regexp", _DRIVER_KEYS],
                 cwd=self.work_tree,
                 env=git_env(self._env),
             )  # fmt: skip
+
+    def _listing_env(self) -> dict[str, str]:
+        return {**os.environ, **self._env}
 
     def argv(self, *args: str, plain: bool = False) -> list[str]:
         """The command line; `plain` for a command that runs no filter (ls-files, config…)."""
@@ -276,14 +368,12 @@ class BoundGit:
         """`-c` values that empty every filter and merge driver the configuration names."""
         if self._drivers is None:
             self.prefetch()
+        if self._drivers is None:
             listed = self._listing.result()
-            self._drivers = []
-            for raw in listed.out.split(b"\0") if listed.ok else []:
-                key = os.fsdecode(raw.strip())
-                if key:
-                    self._drivers.append(f"{key}=")
-                    if key.startswith("filter."):
-                        self._drivers.append(key.rsplit(".", 1)[0] + ".required=false")
+            keys = []
+            if listed.code in (0, 1):  # 1: no key matched, no driver
+                keys = _DriverListing.parse(self.git_dir, self._listing_env(), listed.out)
+            self._drivers = _overrides(keys)
         return self._drivers
 
     def start(
@@ -308,6 +398,16 @@ class BoundGit:
     def out(self, *args: str, **kw) -> bytes | None:
         done = self.run(*args, **kw)
         return done.out if done.ok else None
+
+
+def _overrides(keys: list[str]) -> list[str]:
+    """`-c` values that empty each driver (and make a filter's absence no error)."""
+    found = []
+    for key in keys:
+        found.append(f"{key}=")
+        if key.startswith("filter."):
+            found.append(key.rsplit(".", 1)[0] + ".required=false")
+    return found
 
 
 def lend_config(env: dict[str, str], cwd: str, pairs: tuple[tuple[str, str], ...]) -> None:

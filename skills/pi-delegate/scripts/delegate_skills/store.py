@@ -78,6 +78,22 @@ def atomic_write(
         _fsync_dir(directory)
 
 
+def copy_with_times(source: str, target: str, mode: int = 0o600) -> None:
+    """Copy a file's bytes and its access and modification times (git's racy-entry check reads
+    the index's mtime). Raises OSError (FileNotFoundError when `source` is missing)."""
+    info = os.stat(source)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with open(source, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
 def _existing_mode(target: str) -> int | None:
     try:
         info = os.lstat(target)

@@ -15,7 +15,7 @@ import json
 import os
 
 from ..errors import UserError
-from ..fleet import config_home
+from ..homes import config_home
 from ..reading import CONFIG_LIMIT, read_limited
 
 HOSTS_FILE = "hosts.json"

@@ -319,6 +319,18 @@ class Adapter:
         """
         return []
 
+    def cli_state(self, opts: dict, env: dict[str, str]) -> list[str]:
+        """Where the CLI keeps its own state: writable in a confined run."""
+        from ..clistate import state_paths
+
+        return state_paths(self.key, env)
+
+    def cli_config(self, opts: dict, env: dict[str, str]) -> list[str]:
+        """The CLI's own configuration in that state: read-only in a confined run."""
+        from ..clistate import config_paths
+
+        return config_paths(self.key, env)
+
     def required_tools(self, opts: dict) -> tuple[tuple[str, str], ...]:
         """Programs this run needs on PATH besides the CLI, each with its Debian package."""
         return ()
@@ -332,17 +344,12 @@ class Adapter:
         return False
 
     def sandbox_refusal(self, opts: dict, env: dict[str, str]) -> str | None:
-        """Why this CLI cannot run inside the read-only sandbox now (None: it can).
+        """Why this CLI cannot run inside our sandbox now (None: it can).
 
-        As root the sandbox drops every capability (else the implementer could
-        remount the repository writable), and a CLI's own bubblewrap then
-        cannot make its namespaces; as a normal user both nest.
+        A CLI that starts a bubblewrap sandbox of its own nests inside ours: as
+        root ours runs it as a non-root uid in a user namespace, where the
+        inner one can make its namespaces (isolation/sandbox.py).
         """
-        if self.own_sandbox(opts) and os.geteuid() == 0:
-            return (
-                f"{self.display} starts its own bubblewrap sandbox, which cannot start inside "
-                "ours as root; run as a normal user to have it enforced"
-            )
         return None
 
     # -- launching ------------------------------------------------------------

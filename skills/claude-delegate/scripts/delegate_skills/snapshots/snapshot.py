@@ -26,10 +26,10 @@ The user's index, objects and refs are never written.
 from __future__ import annotations
 
 import os
-import shutil
 
 from ..gitmeta import BoundGit
 from ..runstore.paths import state_dir
+from ..store import copy_with_times
 
 OBJECTS_DIR = "objects"
 #: Untracked files (not ignored) a snapshot hashes at most, and their bytes.
@@ -161,7 +161,7 @@ class Snapshotter:
         """Copy the repository's index, then (at once) list its flags and the untracked files."""
         real = os.path.join(self.git_dir, "index")
         try:
-            shutil.copy2(real, self.index)  # copy2 keeps the mtime git needs for racy entries
+            copy_with_times(real, self.index)  # git's racy-entry check reads the index's mtime
         except FileNotFoundError:
             if git.run("read-tree", "--empty", plain=True).code != 0:
                 raise SnapshotError("git could not start an empty index") from None

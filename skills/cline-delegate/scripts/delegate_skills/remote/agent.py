@@ -25,12 +25,20 @@ import base64
 import json
 import os
 import signal
+import stat
 import sys
 import time
 
 #: Files of a run dir that are not mirrored: the local side writes its own.
 NOT_MIRRORED = ("run.json", "result.json", ".result-space")
+#: The most of one file a message carries.
 CHUNK = 256 * 1024
+#: The longest line `follow` writes; the local side refuses longer ones.
+LINE_LIMIT = 32 * 1024 * 1024
+#: The most of the run's result.json and of the files beside the run dir read here.
+RESULT_LIMIT = 16 * 1024 * 1024
+#: The done file: the result and a few fields around it.
+DONE_LIMIT = RESULT_LIMIT + 64 * 1024
 POLL_S = 0.1
 BRANCH_PREFIX = "delegate/"
 IDENTITY = {
@@ -48,11 +56,40 @@ def _write_json(path: str, document: dict) -> None:
     atomic_write(path, document_bytes(document), durable=False)
 
 
-def _read_json(path: str) -> dict | None:
+def _open_regular(path: str) -> int | None:
+    """A read handle on the regular file at `path` (never through a symlink, never blocking
+    on a FIFO); None for anything else."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(path, "rb") as handle:
-            found = json.loads(handle.read())
-    except (OSError, ValueError):
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _read_json(path: str, limit: int = RESULT_LIMIT) -> dict | None:
+    """The JSON object in the regular file at `path`; None when missing, larger than
+    `limit`, not JSON or not an object."""
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    try:
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return None
+    try:
+        found = json.loads(data)
+    except (ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
 
@@ -231,7 +268,7 @@ def follow(root: str, run_id: str, offsets_text: str) -> int:
         done = os.path.exists(paths["done"])
         sent = _send_changes(paths, offsets, out)
         if done and not sent:
-            out.write(json.dumps({"done": _read_json(paths["done"])}) + "\n")
+            out.write(_done_line(_read_json(paths["done"], DONE_LIMIT)))
             out.flush()
             return 0
         if not done and not sent and not _alive(info) and not os.path.exists(paths["done"]):
@@ -246,6 +283,15 @@ def follow(root: str, run_id: str, offsets_text: str) -> int:
             time.sleep(POLL_S)
 
 
+def _done_line(document: dict | None) -> str:
+    """The last line of `follow`: the done document, its result left out when the line
+    would be longer than the local side takes."""
+    line = json.dumps({"done": document}) + "\n"
+    if len(line) > LINE_LIMIT and document is not None:
+        line = json.dumps({"done": {**document, "result": None}}) + "\n"
+    return line
+
+
 def _files(paths: dict) -> dict[str, str]:
     """Mirrored name → path: the run dir's files and the relay's stderr."""
     found = {"@stderr": paths["stderr"]}
@@ -254,7 +300,9 @@ def _files(paths: dict) -> dict[str, str]:
     except OSError:
         entries = []
     for entry in entries:
-        if entry.name not in NOT_MIRRORED and entry.is_file(follow_symlinks=False):
+        if entry.name.startswith("@") or entry.name in NOT_MIRRORED:
+            continue  # "@" names the streams that are not files of the run dir
+        if entry.is_file(follow_symlinks=False):
             found[entry.name] = entry.path
     return found
 
@@ -262,21 +310,24 @@ def _files(paths: dict) -> dict[str, str]:
 def _send_changes(paths: dict, offsets: dict[str, int], out) -> bool:
     sent = False
     for name, path in sorted(_files(paths).items()):
+        at = offsets.get(name, 0)
+        if at < 0:  # not wanted (output already shown)
+            continue
+        fd = _open_regular(path)  # a file swapped for a symlink since the listing stays here
+        if fd is None:
+            continue
         try:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                at = offsets.get(name, 0)
-                if at < 0:  # not wanted (output already shown)
-                    continue
-                reset = size < at
-                if reset:
-                    at = 0
-                if size == at and not reset:
-                    continue
-                handle.seek(at)
-                data = handle.read(CHUNK)
+            size = os.fstat(fd).st_size
+            reset = size < at
+            if reset:
+                at = 0
+            if size == at and not reset:
+                continue
+            data = os.pread(fd, CHUNK, at)
         except OSError:
             continue
+        finally:
+            os.close(fd)
         offsets[name] = at + len(data)
         line = {"f": name, "o": at, "d": base64.b64encode(data).decode()}
         out.write(json.dumps(line) + "\n")

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ import selectors
 import subprocess
 import sys
 import time
+from typing import NoReturn
 
 from ..errors import UserError
 from ..gitmeta import git_outcome
@@ -70,6 +72,14 @@ except OSError:
 """
 RETRIES = 5
 NEEDS = (3, 10)
+#: How much of the stream is read at once.
+READ_SIZE = 1 << 20
+#: How deep a message from there may nest (a result is a few levels deep).
+DEPTH_LIMIT = 64
+#: The longest base64 text of one file chunk.
+DATA_LIMIT = 4 * ((agent.CHUNK + 2) // 3)
+#: A commit id as git prints it (SHA-1 or SHA-256).
+COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 #: Flags that only mean something here; the relay there gets its own.
 LOCAL_ONLY = ("--host", "--include-uncommitted", "--cd", "--out-dir", "--brief", "--lane",
               "--worktree")  # fmt: skip
@@ -77,6 +87,55 @@ LOCAL_ONLY = ("--host", "--include-uncommitted", "--cd", "--out-dir", "--brief",
 
 class Disconnected(Exception):
     """The connection could not be kept; the run goes on over there."""
+
+
+class Stopped(UserError):
+    """The run cannot be followed any further from here: a message from there that breaks
+    the protocol, a start that failed there, or a file that cannot be written here. One line
+    naming the host."""
+
+
+def checked_json(data: bytes, limit: int = agent.LINE_LIMIT):
+    """The JSON value of `data`. Raises ValueError (a line longer than `limit`, not JSON,
+    or nested deeper than DEPTH_LIMIT)."""
+    if len(data) > limit:
+        raise ValueError(f"a line longer than {limit // (1 << 20)} MiB")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"a message nested deeper than {DEPTH_LIMIT} levels") from None
+    except ValueError:
+        raise ValueError("a line that is not JSON") from None
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            if depth > DEPTH_LIMIT:
+                raise ValueError(f"a message nested deeper than {DEPTH_LIMIT} levels")
+            inner = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in inner)
+    return value
+
+
+def checked_done(document) -> dict:
+    """The done document of a run there, every field a reader here uses checked.
+
+    Raises ValueError naming what is wrong.
+    """
+    if not isinstance(document, dict):
+        raise ValueError("its end is not a JSON object")
+    code = document.get("exitCode")
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise ValueError("its end has no whole-number exitCode")
+    if not isinstance(document.get("result"), (dict, type(None))):
+        raise ValueError("its result is not a JSON object")
+    head = document.get("head")
+    if head is not None and not (isinstance(head, str) and COMMIT_ID.fullmatch(head)):
+        raise ValueError("its head is not a commit id")
+    out_dir = document.get("outDir")
+    if out_dir is not None and not (isinstance(out_dir, str) and os.path.isabs(out_dir)):
+        raise ValueError("its outDir is not an absolute path")
+    return document
 
 
 def _say(line: str) -> None:
@@ -110,12 +169,13 @@ class Machine:
                 f"--host {name}: {python} is not installed there (or not on the PATH ssh "
                 f'gives); install Python 3.10+ or set "python" for {name} in {hosts.hosts_path()}'
             )
-        try:
-            found = json.loads(done.stdout.decode().strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        found = _last_json(done.stdout)
+        version = found.get("python") if isinstance(found, dict) else None
+        if not (isinstance(version, list) and version
+                and all(isinstance(part, int) for part in version)):  # fmt: skip
             problem = ssh.last_line(done.stderr) or f"exit {done.returncode}"
-            raise UserError(f"--host {name}: {python} there did not answer ({problem})") from None
-        version = tuple(found.get("python") or ())
+            raise UserError(f"--host {name}: {python} there did not answer ({problem})")
+        version = tuple(version)
         if version[:2] < NEEDS:
             shown = ".".join(str(part) for part in version)
             raise UserError(
@@ -124,6 +184,13 @@ class Machine:
             )
         if not found.get("git"):
             raise UserError(f"--host {name}: git is not installed there (or not on ssh's PATH)")
+        root, mirror = found.get("root"), found.get("mirror")
+        if source_key:
+            mirror_ok = isinstance(mirror, str) and os.path.isabs(mirror)
+        else:
+            mirror_ok = mirror is None
+        if not (isinstance(root, str) and os.path.isabs(root)) or not mirror_ok:
+            raise UserError(f"--host {name}: {python} there did not answer (no work root)")
         return found
 
     def _ship(self, data: bytes) -> None:
@@ -131,8 +198,8 @@ class Machine:
         done = ssh.run(name, [self.host.python, "-c", UNPACK, self.host.root, self.hash],
                        input=data)  # fmt: skip
         if done.returncode != 0:
-            raise UserError(f"--host {name}: cannot unpack the relay there: "
-                            f"{ssh.last_line(done.stderr)}")  # fmt: skip
+            problem = ssh.last_line(done.stderr) or f"exit {done.returncode}"
+            raise UserError(f"--host {name}: cannot unpack the relay there: {problem}")
 
     def agent_argv(self, *args: str) -> list[str]:
         return [self.host.python, "-I", "-S", "-c", BOOT, self.bundle, args[0], self.root,
@@ -145,15 +212,26 @@ class Machine:
         return f"ssh://{self.host.name}{self.mirror}"
 
 
+def _last_json(stdout: bytes):
+    """The JSON value on the last line of `stdout`; None when it is not JSON."""
+    lines = stdout.strip().splitlines()
+    try:
+        return checked_json(lines[-1]) if lines else None
+    except ValueError:
+        return None
+
+
 def discover_there(name: str, usage: bool) -> dict:
     """The discover document as the machine `name` answers it, with `host`. Raises UserError."""
     machine = Machine(hosts.load(name))
     done = machine.agent("discover", *(["--usage"] if usage else []), timeout=300)
     try:
-        document = json.loads(done.stdout)
+        document = checked_json(done.stdout)
     except ValueError:
+        document = None
+    if not isinstance(document, dict):
         raise UserError(f"--host {name}: discover did not answer there "
-                        f"({ssh.last_line(done.stderr) or done.returncode})") from None  # fmt: skip
+                        f"({ssh.last_line(done.stderr) or done.returncode})")  # fmt: skip
     return {"host": name, "python": ".".join(str(p) for p in machine.found["python"]),
             "git": machine.found["git"], "root": machine.root, **document}  # fmt: skip
 
@@ -165,9 +243,11 @@ def source_key(common_dir: str, toplevel: str) -> str:
     return f"{name}-{digest}"
 
 
-def _git(cwd: str, *args: str, env: dict | None = None, timeout: float = 600) -> str:
-    done = git_outcome(cwd, *args, env={"GIT_SSH_COMMAND": ssh.git_ssh_command(), **(env or {})},
-                       timeout=timeout)  # fmt: skip
+def _git(cwd: str, *args: str, env: dict | None = None, timeout: float = 600,
+         host: str | None = None) -> str:  # fmt: skip
+    """git's output in `cwd`; with `host`, git reaches it over our ssh. Raises UserError."""
+    reach = {"GIT_SSH_COMMAND": ssh.git_ssh_command(host)} if host is not None else {}
+    done = git_outcome(cwd, *args, env={**reach, **(env or {})}, timeout=timeout)
     if not done.ok:
         raise UserError(f"git {args[0]} failed in {cwd}: {done.reason()}")
     return done.out.decode("utf-8", "replace").strip()
@@ -227,11 +307,16 @@ class RemoteRun:
         self.forwarded = 0
 
     def start(self, spec: dict) -> dict:
+        """Start the run there; where it runs. Raises Stopped (it did not start) or SshError."""
+        name = self.machine.host.name
         done = self.machine.agent("start", input=json.dumps(spec).encode())
         if done.returncode != 0:
-            raise UserError(f"--host {self.machine.host.name}: the run could not start there: "
-                            f"{ssh.last_line(done.stderr)}")  # fmt: skip
-        return json.loads(done.stdout.decode().strip().splitlines()[-1])
+            raise Stopped(f"--host {name}: the run could not start there: "
+                          f"{ssh.last_line(done.stderr) or f'exit {done.returncode}'}")  # fmt: skip
+        started = _last_json(done.stdout)
+        if not isinstance(started, dict):
+            raise Stopped(f"--host {name}: the run could not start there: no answer from it")
+        return started
 
     def follow(self, echo: bool = True) -> dict | None:
         """Mirror the run until it is done there; its done document (None if its relay vanished).
@@ -259,6 +344,10 @@ class RemoteRun:
             time.sleep(0.05)
 
     def _follow_once(self, echo: bool) -> dict | None:
+        """One `follow` there: its last message (done or lost), None when the stream broke.
+
+        Raises Stopped on a message that breaks the protocol.
+        """
         offsets = base64.b64encode(json.dumps(self.offsets).encode()).decode()
         argv = ssh.argv_for(self.machine.host.name,
                             self.machine.agent_argv("follow", self.id, offsets))  # fmt: skip
@@ -268,7 +357,7 @@ class RemoteRun:
         selector.register(proc.stdout, selectors.EVENT_READ)
         if self.signals is not None:
             selector.register(self.signals.wakeup_fd, selectors.EVENT_READ)
-        buffer = b""
+        buffer = bytearray()
         try:
             while True:
                 self._forward_signals()
@@ -276,23 +365,49 @@ class RemoteRun:
                     if key.fileobj is not proc.stdout:
                         self.signals.drain()
                         continue
-                    chunk = os.read(proc.stdout.fileno(), 1 << 20)
+                    chunk = os.read(proc.stdout.fileno(), READ_SIZE)
                     if not chunk:
                         return None
+                    searched = len(buffer)  # what is before has no newline
                     buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        message = json.loads(line) if line.strip() else {}
+                    start = 0
+                    while (end := buffer.find(b"\n", max(start, searched))) >= 0:
+                        message = self._message(bytes(buffer[start:end]))
+                        start = end + 1
                         if "done" in message or "lost" in message:
                             return message
                         if "f" in message:
                             self._mirror(message, echo)
+                    del buffer[:start]
+                    if len(buffer) > agent.LINE_LIMIT:
+                        self._stop(f"a line longer than {agent.LINE_LIMIT // (1 << 20)} MiB")
         finally:
             selector.close()
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
             proc.stdout.close()
+
+    def _stop(self, problem: str) -> NoReturn:
+        raise Stopped(f"--host {self.machine.host.name}: stopped following the run there: "
+                      f"{problem}")  # fmt: skip
+
+    def _message(self, line: bytes) -> dict:
+        """One line of the stream as a checked message (a heartbeat is {})."""
+        if not line.strip():
+            return {}
+        try:
+            message = checked_json(line)
+        except ValueError as problem:
+            self._stop(str(problem))
+        if not isinstance(message, dict):
+            self._stop("a message that is not a JSON object")
+        if "done" in message:
+            try:
+                checked_done(message["done"])
+            except ValueError as problem:
+                self._stop(str(problem))
+        return message
 
     def _forward_signals(self) -> None:
         if self.signals is None:
@@ -308,23 +423,53 @@ class RemoteRun:
                 pass
 
     def _mirror(self, message: dict, echo: bool) -> None:
-        name, at = message["f"], int(message["o"])
-        data = base64.b64decode(message["d"])
+        """Write one chunk of a run file there into the same file here. Raises Stopped."""
+        name, at, text = message.get("f"), message.get("o"), message.get("d")
+        if not isinstance(name, str) or not plain_name(name):
+            self._stop(f"file name {name!r} is not a plain name")
+        have = max(self.offsets.get(name, 0), 0)
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= have:
+            self._stop(f"offset {at!r} of {name} is not from 0 to the {have} bytes here")
+        if not isinstance(text, str) or len(text) > DATA_LIMIT:
+            self._stop(f"the data of {name} is not base64 of at most {agent.CHUNK} bytes")
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            self._stop(f"the data of {name} is not base64")
+        if len(data) > agent.CHUNK:
+            self._stop(f"the data of {name} is not base64 of at most {agent.CHUNK} bytes")
         self.offsets[name] = at + len(data)
         if name == "@stderr":
             if echo:
                 sys.stderr.buffer.write(data)
                 sys.stderr.flush()
             return
-        if "/" in name or name in (".", "..") or name in agent.NOT_MIRRORED:
+        if name in agent.NOT_MIRRORED:
             return
         path = os.path.join(self.out_dir, name)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
-        fd = os.open(path, flags, 0o600)
         try:
-            if at == 0:
-                os.ftruncate(fd, 0)
-            os.lseek(fd, at, os.SEEK_SET)
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                if at == 0:
+                    os.ftruncate(fd, 0)
+                view = memoryview(data)
+                while view:
+                    view = view[os.pwrite(fd, view, at + len(data) - len(view)) :]
+            finally:
+                os.close(fd)
+        except OSError as problem:
+            self._stop(f"cannot write {path}: {problem.strerror or problem}")
+
+    def stop_there(self) -> None:
+        """Ask the run there to stop (it is no longer followed from here); best effort."""
+        try:
+            self.machine.agent("signal", self.id, "SIGTERM", timeout=60)
+        except (UserError, subprocess.TimeoutExpired, OSError):
+            pass
+
+
+def plain_name(name: str) -> bool:
+    """A file of the run dir: one path component, or the relay's stderr stream."""
+    if name == "@stderr":
+        return True
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name

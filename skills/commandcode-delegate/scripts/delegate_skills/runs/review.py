@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 
 from .. import registry
@@ -25,7 +24,7 @@ from . import view as runs
 
 VERDICTS = ("approve", "request-changes")
 SEVERITIES = ("high", "medium", "low")
-_BLOCK = re.compile(r"```json\s*\n(.*?)\n\s*```", re.S)
+_OPEN, _FENCE = "```json", "```"
 #: The most of a run's patch a review brief carries.
 PATCH_LIMIT = 512 * 1024
 #: The most of a reviewer's answer read for its verdict.
@@ -56,17 +55,61 @@ End your answer with exactly one fenced block, nothing after it:
 """
 
 
+def _closings(text: str) -> list[tuple[int, int]]:
+    """Every fence that can end a block: (the first newline of the whitespace right before
+    it, the fence), in order. A fence with no newline in the whitespace before it ends none."""
+    found = []
+    at = text.find(_FENCE)
+    while at >= 0:
+        start = at
+        while start > 0 and text[start - 1].isspace():
+            start -= 1
+        newline = text.find("\n", start, at)
+        if newline >= 0:
+            found.append((newline, at))
+        at = text.find(_FENCE, at + 1)
+    return found
+
+
+def fenced_blocks(text: str) -> list[str]:
+    """The bodies of the ```json blocks of `text`: from the opening fence, whitespace and a
+    newline, to the first newline that only whitespace separates from a closing fence, the
+    next block starting after that fence (what `re.findall(r"```json\\s*\\n(.*?)\\n\\s*```",
+    text, re.S)` finds, but for bodies of only whitespace, which hold no verdict). One pass
+    over the text: each fence is looked at once."""
+    closings = _closings(text)
+    blocks: list[str] = []
+    n, at = 0, 0
+    while (opening := text.find(_OPEN, at)) >= 0:
+        space = end = opening + len(_OPEN)
+        while end < len(text) and text[end].isspace():
+            end += 1
+        last = text.rfind("\n", space, end)
+        if last < 0:
+            at = opening + 1
+            continue
+        while n < len(closings) and closings[n][1] <= end:
+            n += 1
+        if n == len(closings):  # no block closes after here: none opens either
+            break
+        newline, fence = closings[n]
+        blocks.append(text[last + 1 : newline])
+        at = fence + len(_FENCE)
+    return blocks
+
+
 def parse_verdict(text: str) -> dict:
     """{verdict, findings, raw} from a reviewer's answer; verdict None when no block parses."""
-    for block in reversed(_BLOCK.findall(text or "")):
+    for block in reversed(fenced_blocks(text or "")):
         try:
             doc = json.loads(block)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(doc, dict) or doc.get("verdict") not in VERDICTS:
             continue
         findings = []
-        for item in doc.get("findings") or []:
+        listed = doc.get("findings")
+        for item in listed if isinstance(listed, list) else []:
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
                 continue
             line = item.get("line")

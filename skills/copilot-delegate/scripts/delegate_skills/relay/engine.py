@@ -69,6 +69,8 @@ class Relay:
         self.changes = None
         self.changes_field: tuple[dict | None, str | None] | None = None
         self.sandbox = None
+        #: Whether the run is to be confined (relay/confine.py), once configured.
+        self.confined = False
         self.cgroup: str | None = None
         self.settled = True
         self.paths = None
@@ -150,15 +152,24 @@ class Relay:
             from ..runstore.record import TOKEN_ENV
 
             env[TOKEN_ENV] = self.record.get("token")
-        if adapter.read_only(opts):
-            prepare.arm_read_only(self, env)
         launcher = adapter.launcher(opts, env)
-        if launcher is None:
-            return launch.unavailable(self)
-        problem = None if opts["skipPreflight"] else launch.readiness(self, launcher, env)
-        if problem is not None:
-            return launch.not_ready(self, problem)
-        stopped = launch.preflight(self, launcher, env)
-        if stopped is not None:
-            return stopped
-        return supervise(self, launcher, env, brief)
+        if self.confined:
+            from . import confine
+
+            confine.arm(self, env, launcher)
+            env = self.sandbox.child_env(env)
+        if adapter.read_only(opts):
+            prepare.arm_read_only(self)
+        try:
+            if launcher is None:
+                return launch.unavailable(self)
+            problem = None if opts["skipPreflight"] else launch.readiness(self, launcher, env)
+            if problem is not None:
+                return launch.not_ready(self, problem)
+            stopped = launch.preflight(self, launcher, env)
+            if stopped is not None:
+                return stopped
+            return supervise(self, launcher, env, brief)
+        finally:
+            if self.sandbox is not None:
+                self.sandbox.release()

@@ -17,7 +17,7 @@ import os
 import re
 
 from delegate_skills import registry
-from delegate_skills.jsjson import js_trim
+from delegate_skills.jstext import js_trim
 from delegate_skills.relay.adapter import Adapter, State, session_lines
 from delegate_skills.relay.options import (
     NOT_SCHEDULABLE,

@@ -181,6 +181,19 @@ TAIL_FLAGS = (
         "the result gains check {command, exitCode, seconds, tail}, its output check.log.",
         flagged=False,
     ),
+    Flag(
+        "--confine",
+        sets={"confine": True},
+        help="Confine the implementer with bubblewrap (Linux): it may write its work tree, "
+        "its run directory, its CLI's own state and a private /tmp, nothing else; the result "
+        'says confined: "bwrap", or null and why.',
+    ),
+    Flag(
+        "--no-confine",
+        sets={"confine": False},
+        help="Do not confine this write run, whatever DELEGATE_CONFINE or the settings file "
+        "say (a read-only run is always confined where bubblewrap works).",
+    ),
     switch_flag(
         "--skip-preflight",
         "skipPreflight",
@@ -312,7 +325,7 @@ def check_token(opts: dict, field: str, flag: str, token: rules.Token) -> None:
 
 def check_filled(opts: dict, field: str, flag: str) -> None:
     """Refuse a value given as nothing but (JavaScript) whitespace."""
-    from ..jsjson import js_trim
+    from ..jstext import js_trim
 
     value = opts.get(field)
     if value is not None and not js_trim(value):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from .artifacts import LAUNCHER_MADE_DIR_ENV, STDERR_NAME, artifact_names
-from .console import say, temp_dir
+from .console import say
 from .rundir import FINAL, RESERVE, RESULT, RunDir, default_out_dir, iso_now
 from .storing import changes_entry, forget_record, keep_index, make_record, update_record
 
@@ -115,7 +115,8 @@ def begin_changes(relay) -> None:
     """Snapshot the work tree before the implementer can touch it."""
     from ..gitmeta import repo_paths
 
-    relay.paths = repo_paths(relay.opts["cd"])
+    if relay.paths is None:
+        relay.paths = repo_paths(relay.opts["cd"])
     if relay.paths.toplevel is None or relay.record is None:
         return
     from ..snapshots.changes import ChangeRecord
@@ -130,19 +131,16 @@ def begin_changes(relay) -> None:
         update_record(relay, changes=changes_entry(relay))
 
 
-def arm_read_only(relay, env: dict[str, str]) -> None:
-    """The sandbox (isolation/sandbox.py) and the tripwire baseline of a read-only run."""
-    from ..isolation import sandbox
-    from ..runstore.paths import state_dir, worktrees_root
+def arm_read_only(relay) -> None:
+    """The tripwire baseline of a read-only run (its sandbox is relay/confine.py's)."""
+    from ..runstore.paths import worktrees_root
     from ..snapshots.gitprint import RepoSpec
     from ..snapshots.gitstate import Excluded, Tripwire
 
     paths = relay.paths
-    adapter, opts = relay.adapter, relay.opts
-    read_only = [opts["cd"], state_dir()]
+    adapter = relay.adapter
     spec = None
     if paths.toplevel is not None:
-        read_only += [paths.toplevel, paths.git_dir, paths.common_dir]
         spec = RepoSpec(
             paths.toplevel,
             paths.git_dir,
@@ -151,17 +149,14 @@ def arm_read_only(relay, env: dict[str, str]) -> None:
             sibling_root=worktrees_root(),
             cli_state=list(adapter.git_dir_state),
         )
-    writable = [relay.run.path, temp_dir(env), *adapter.sandbox_writable(opts)]
-    if paths.common_dir is not None:
-        writable += [os.path.join(paths.common_dir, name) for name in adapter.git_dir_state]
-    relay.sandbox = sandbox.plan(
-        read_only=read_only,
-        writable=writable,
-        cwd=opts["cd"],
-        env=env,
-        refused=adapter.sandbox_refusal(opts, env),
-    )
     excluded = Excluded(relay.changes.excluded if relay.changes is not None else [])
+    sandbox = relay.sandbox
+    enforced = sandbox is not None and sandbox.enforced is not None
+    # Enforced with nothing of the repository writable, its refs, index and git dirs cannot
+    # change: their fingerprint (six git queries, before and after) proves nothing more.
+    whole = enforced and not sandbox.lets_write_inside(
+        [paths.toplevel, paths.git_dir, paths.common_dir]
+    )
     relay.tripwire = Tripwire(
-        spec, relay.changes, excluded, enforced=relay.sandbox.enforced is not None
+        spec, relay.changes, excluded, enforced=enforced, fingerprint=not whole
     )

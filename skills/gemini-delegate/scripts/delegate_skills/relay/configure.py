@@ -12,7 +12,7 @@ import sys
 
 from .. import registry
 from ..errors import UserError
-from ..jsjson import js_trim
+from ..jstext import js_trim
 from ..reading import read_limited, read_stream_limited
 from .options import Usage, check_directory, check_flag_tokens, parse, refuse_option_like
 
@@ -51,6 +51,7 @@ def configure(relay, argv: list[str]) -> str:
         "continueRun": None,
         "dryRun": False,
         "skipPreflight": False,
+        "confine": None,
         "setup": None,
         "check": None,
     }
@@ -95,6 +96,12 @@ def check(relay, opts: dict, table: dict, flagged: set[str], given: list) -> str
         hold_read_only_lane(relay, opts, table)
     if relay.continues_read_only:
         keep_read_only(relay, opts, table)
+    from .confine import wanted
+
+    try:
+        relay.confined = wanted(relay, opts)
+    except UserError as problem:
+        raise Usage(str(problem)) from None
     if opts["setup"] is not None and not opts["worktree"] and not opts["host"]:
         raise Usage("--setup runs in the run's new worktree; add --worktree")
     if opts["includeUncommitted"] and not opts["host"]:
@@ -113,10 +120,48 @@ def check(relay, opts: dict, table: dict, flagged: set[str], given: list) -> str
         raise Usage(f"--out-dir is not a directory: {opts['outDir']}")
     if opts["outDir"]:
         adapter.check_out_dir(opts["outDir"])
+        if not opts["dryRun"] and not opts["host"]:
+            check_out_dir_place(relay, opts)
     brief = read_brief(opts.get("brief"))
     adapter.check_brief(opts, brief)
     refuse_option_like(given)
     return brief
+
+
+def _overlap(one: str, other: str | None) -> bool:
+    """Whether two folders are the same, or one lies inside the other."""
+    if not other:
+        return False
+    one, other = os.path.realpath(one), os.path.realpath(other)
+    return one == other or one.startswith(other + os.sep) or other.startswith(one + os.sep)
+
+
+def check_out_dir_place(relay, opts: dict) -> None:
+    """Refuse an --out-dir the run's sandbox would have to make writable where it must not be.
+
+    The run directory is always writable to the implementer: never in a git
+    dir (hooks, config, the approval store; those stay read-only inside a
+    writable run directory around them), and for a read-only run never in or
+    around its work tree. Raises Usage.
+    """
+    from ..gitmeta import repo_paths
+
+    out = opts["outDir"]
+    paths = repo_paths(opts["cd"])
+    relay.paths = paths
+    real = os.path.realpath(out)
+    for git_dir in dict.fromkeys((paths.git_dir, paths.common_dir)):
+        inside = git_dir and (real + os.sep).startswith(os.path.realpath(git_dir) + os.sep)
+        if inside:
+            raise Usage(
+                f"--out-dir {out} is in the git dir {git_dir}: the implementer may write its "
+                "run directory; choose a folder outside the repository's git dir"
+            )
+    if relay.adapter.read_only(opts) and _overlap(out, paths.toplevel or opts["cd"]):
+        raise Usage(
+            f"--out-dir {out} is in or around the work tree of a read-only run "
+            f"({paths.toplevel or opts['cd']}); choose a folder outside it"
+        )
 
 
 def continue_from(relay, opts: dict) -> None:

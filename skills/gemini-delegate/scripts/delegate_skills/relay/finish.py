@@ -211,6 +211,7 @@ def build_result(
         extra["changesUnavailable"] = changes[1]
     extra["relayRunId"] = relay.run_id()
     extra["implementerArgv"] = relay.implementer_argv
+    extra.update(_confined_fields(relay))
     extra.update(_session_fields(relay, {**base, **extra}, final, changes[0]))
     if relay.previous_run is not None:
         extra["previousRun"] = relay.previous_run
@@ -232,6 +233,16 @@ def build_result(
     if error:
         extra["error"] = error
     return {**base, **extra}
+
+
+def _confined_fields(relay) -> dict:
+    """For a run asked to be confined: `confined` ("bwrap" or null) and, when null, why."""
+    if not relay.confined:
+        return {}
+    if relay.sandbox is not None and relay.sandbox.enforced:
+        return {"confined": relay.sandbox.enforced}
+    why = relay.sandbox.reason if relay.sandbox is not None else None
+    return {"confined": None, "confinedUnavailable": why or "the implementer was not started"}
 
 
 def _session_fields(relay, so_far: dict, final: str, changes: dict | None) -> dict:

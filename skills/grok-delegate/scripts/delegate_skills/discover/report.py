@@ -145,7 +145,10 @@ def _answered(pending: list[_Pending], ctrl_c: _CtrlC):
     """Each CLI's entry as soon as all of its probes are done."""
     waiting = list(pending)
     while waiting:
-        wait(set().union(*(probes.futures for probes in waiting)), return_when=FIRST_COMPLETED)
+        # Only the probes still running: a finished one would end every wait at once.
+        running = {f for probes in waiting for f in probes.futures if not f.done()}
+        if running:
+            wait(running, return_when=FIRST_COMPLETED)
         ctrl_c.check()
         for probes in [p for p in waiting if all(f.done() for f in p.futures)]:
             waiting.remove(probes)

@@ -76,7 +76,17 @@ class Tripwire:
     says why it could not be proven, when it could not.
     """
 
-    def __init__(self, spec: RepoSpec | None, record, excluded: Excluded, enforced: bool) -> None:
+    def __init__(
+        self,
+        spec: RepoSpec | None,
+        record,
+        excluded: Excluded,
+        enforced: bool,
+        fingerprint: bool = True,
+    ) -> None:
+        """`fingerprint` False: the OS kept the whole repository read-only to the run (nothing
+        of it was writable), so only the work tree's files are compared; that proof is
+        enforcement's."""
         from .gitprint import RepoPrint  # read-only runs only: hashlib and the walkers
 
         self._print = RepoPrint
@@ -103,7 +113,7 @@ class Tripwire:
                 self._gap = self._gap or (
                     f"submodules or nested repositories ({shown}) are not fingerprinted inside"
                 )
-        self._repo = RepoPrint(spec, excluded)
+        self._repo = RepoPrint(spec, excluded) if fingerprint else None
 
     def verdict(self, files: list[dict] | None = None, settled: bool = True) -> bool | None:
         """True, False or None; `files` are the change record's (None when it has none).

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .console import temp_dir, which
+from .confine import NOT_ASKED
+from .console import which
 from .rundir import RunDir, default_root, iso_now
 from .supervise import mask_brief
 
@@ -40,20 +41,10 @@ def dry_run(relay, brief: str) -> int:
         "previousRun": relay.previous_run,
         "readOnly": read_only,
     }
+    plan = _would_confine(relay, env) if relay.confined else None
+    report["confined"] = plan.enforced if plan is not None else None
+    report["confinedUnavailable"] = plan.reason if plan is not None else NOT_ASKED
     if read_only:
-        from ..gitmeta import repo_paths
-        from ..isolation import sandbox
-        from ..runstore.paths import state_dir
-
-        paths = repo_paths(opts["cd"])
-        ro = [opts["cd"], state_dir(), paths.toplevel, paths.git_dir, paths.common_dir]
-        plan = sandbox.plan(
-            read_only=[p for p in ro if p],
-            writable=[temp_dir(env), *adapter.sandbox_writable(opts)],
-            cwd=opts["cd"],
-            env=env,
-            refused=adapter.sandbox_refusal(opts, env),
-        )
         report["readOnlyRoute"] = adapter.read_only_route or None
         report["readOnlyEnforced"] = plan.enforced
         report["readOnlyUnenforced"] = plan.reason
@@ -62,3 +53,21 @@ def dry_run(relay, brief: str) -> int:
     sys.stdout.write(stringify(report, 2) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _would_confine(relay, env: dict[str, str]):
+    """Whether bubblewrap would confine this run here (a probe; nothing is made or bound)."""
+    import tempfile
+
+    from ..isolation import sandbox
+
+    allow = sandbox.Allowlist()
+    allow.visible.append(relay.opts["cd"])
+    return sandbox.plan(
+        allow,
+        cwd=relay.opts["cd"],
+        env=env,
+        refused=relay.adapter.sandbox_refusal(relay.opts, env),
+        tmp=tempfile.gettempdir(),
+        owned=False,
+    )

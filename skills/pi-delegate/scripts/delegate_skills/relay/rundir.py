@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import time
 
-from .. import jsjson
-
 DEFAULT_ROOT_NAME = "delegate-relay"
 RESULT = "result.json"
 FINAL = "final.txt"
@@ -349,4 +347,6 @@ class RunDir:
             raise
 
     def write_result(self, result: dict) -> None:
-        self.replace(RESULT, jsjson.document_bytes(result))
+        from ..jsjson import document_bytes
+
+        self.replace(RESULT, document_bytes(result))

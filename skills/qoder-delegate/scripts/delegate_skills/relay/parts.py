@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from .. import registry
-from ..jsjson import js_trim
+from ..jstext import js_trim
 from .adapter import Adapter, State, TextTail, session_lines
 from .options import (
     ENV_NAME,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import codecs
 
-from ..jsjson import js_trim
+from ..jstext import js_trim
 from ..rules import Pattern
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.

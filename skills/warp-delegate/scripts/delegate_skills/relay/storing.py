@@ -28,7 +28,9 @@ def make_record(relay, out_dir: str, started: str, made_dir: bool = True) -> Non
                     "commonDir": tree.common_dir}  # fmt: skip
         repository = tree.source
     else:
-        repository = repo_paths(opts["cd"]).toplevel or opts["cd"]
+        if relay.paths is None:
+            relay.paths = repo_paths(opts["cd"])
+        repository = relay.paths.toplevel or opts["cd"]
     try:
         relay.record = record.new(
             out_dir,
@@ -76,13 +78,12 @@ def forget_record(relay) -> None:
 
 def keep_index(relay) -> None:
     """A copy of the work tree's own index before the run, for `runs undo` to put back."""
-    import shutil
-
     from ..runstore import record
+    from ..store import copy_with_times
 
     try:
-        shutil.copy2(os.path.join(relay.paths.git_dir, "index"),
-                     os.path.join(relay.record.dir, record.INDEX_BEFORE))  # fmt: skip
+        copy_with_times(os.path.join(relay.paths.git_dir, "index"),
+                        os.path.join(relay.record.dir, record.INDEX_BEFORE))  # fmt: skip
     except OSError:
         pass  # no index yet, or unreadable: undo then leaves the index as it finds it
 

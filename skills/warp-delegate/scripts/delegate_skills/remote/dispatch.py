@@ -34,7 +34,7 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     run_id = new_run_id()
     try:
         client._git(top, "push", "--quiet", "--no-verify", machine.url(),
-                    f"{base}:refs/delegate/base/{run_id}")  # fmt: skip
+                    f"{base}:refs/delegate/base/{run_id}", host=host.name)  # fmt: skip
     except UserError as problem:
         client._say(f"--host {host.name}: {problem}")
         return 2
@@ -66,9 +66,18 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     client._say(f"{adapter.label} run started on {host.name} · {out_dir} · relay pid "
                 f"{os.getpid()}{rid}")  # fmt: skip
     remote_run = client.RemoteRun(machine, run_id, out_dir, relay.signals)
+    started = False
     try:
         remote_run.start(spec)
+        started = True
         done = remote_run.follow()
+    except client.Stopped as problem:
+        client._say(str(problem))
+        if started:
+            remote_run.stop_there()
+        result, code = finish(relay.record, remote_run, None, problem=str(problem))
+        _print_summary(adapter, result, relay.run.result_path)
+        return code
     except UserError as problem:
         client._say(str(problem))
         return 255
@@ -82,8 +91,13 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     return code
 
 
-def finish(record, remote_run: client.RemoteRun, done: dict | None) -> tuple[dict, int]:
-    """Bring the run's change back, write result.json here; (result, exit code)."""
+def finish(record, remote_run: client.RemoteRun, done: dict | None,
+           problem: str | None = None) -> tuple[dict, int]:  # fmt: skip
+    """Bring the run's change back, write result.json here; (result, exit code).
+
+    `done` is the run's end as told from there (checked), None when its relay vanished
+    there or, with `problem`, when it could not be followed to its end.
+    """
     from ..relay.rundir import RunDir
 
     remote = record.get("remote")
@@ -100,7 +114,7 @@ def finish(record, remote_run: client.RemoteRun, done: dict | None) -> tuple[dic
             extra = _land_branch(record, remote, machine, head, run_dir)
         except UserError as problem:
             extra = {"changes": None, "changesUnavailable": str(problem)}
-    result = _local_result(theirs, record, remote, out_dir, extra, code, done)
+    result = _local_result(theirs, record, remote, out_dir, extra, code, done, problem)
     try:
         run_dir.write_result(result)
     except OSError as problem:
@@ -158,7 +172,7 @@ def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
     top, run_id, base = remote["source"], remote["id"], remote["base"]
     branch = BRANCH_PREFIX + run_id
     client._git(top, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", machine.url(),
-                f"+refs/heads/{branch}:refs/heads/{branch}")  # fmt: skip
+                f"+refs/heads/{branch}:refs/heads/{branch}", host=machine.host.name)  # fmt: skip
     root = worktrees_root()
     os.makedirs(root, mode=0o700, exist_ok=True)
     path = os.path.join(root, f"{os.path.basename(top) or 'repo'}-{run_id}")
@@ -184,33 +198,54 @@ def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
     return fields
 
 
-def _local_result(theirs, record, remote, out_dir, extra, code, done) -> dict:
+def _local_result(theirs, record, remote, out_dir, extra, code, done, problem=None) -> dict:
     """The result there, with paths of here, this run's id, the host and the local worktree."""
     from ..relay.rundir import iso_now
 
     if theirs is None:
-        reason = "its relay vanished there" if done is None else "its relay wrote no result there"
+        if problem is not None:
+            error = problem
+        elif done is None:
+            error = f"its relay vanished there (host {remote['host']})"
+        else:
+            error = f"its relay wrote no result there (host {remote['host']})"
         theirs = {"schema": "delegate-relay.result.v1", "status": "failed", "exitCode": code,
                   "signal": None, "startedAt": record.get("startedAt"), "finishedAt": iso_now(),
-                  "error": f"{reason} (host {remote['host']})"}  # fmt: skip
+                  "error": error}  # fmt: skip
     remote_out = (done or {}).get("outDir")
     worktree = extra.get("worktree")
+    their_tree = _their_tree(theirs)
     result = _rewrite(theirs, remote_out, out_dir)
-    result = _rewrite(result, (theirs.get("worktree") or {}).get("path"),
-                      worktree["path"] if worktree else None)  # fmt: skip
+    result = _rewrite(result, their_tree, worktree["path"] if worktree else None)
     result.update(extra)
     if worktree is not None:
-        inside = os.path.relpath(theirs.get("workdir") or "", (theirs.get("worktree") or {})
-                                 .get("path") or "") if theirs.get("workdir") else "."  # fmt: skip
+        inside = _inside(theirs.get("workdir"), their_tree)
         result["workdir"] = os.path.normpath(os.path.join(worktree["path"], inside))
     result["relayRunId"] = record.id
     result["host"] = remote["host"]
     return result
 
 
+def _their_tree(theirs: dict) -> str | None:
+    """The run's worktree there, as its result names it (None when it names none)."""
+    tree = theirs.get("worktree")
+    path = tree.get("path") if isinstance(tree, dict) else None
+    return path if isinstance(path, str) and os.path.isabs(path) else None
+
+
+def _inside(workdir, tree: str | None) -> str:
+    """Where `workdir` is inside `tree`, as a relative path; "." when it is not inside."""
+    if not isinstance(workdir, str) or tree is None or not os.path.isabs(workdir):
+        return "."
+    workdir, tree = os.path.normpath(workdir), os.path.normpath(tree)
+    if workdir != tree and not workdir.startswith(tree.rstrip("/") + "/"):
+        return "."
+    return os.path.relpath(workdir, tree)
+
+
 def _rewrite(value, old: str | None, new: str | None):
     """`value` with every string that starts with folder `old` moved under `new`."""
-    if not old or not new:
+    if not old or not new or old == "/":
         return value
     if isinstance(value, dict):
         return {key: _rewrite(item, old, new) for key, item in value.items()}
@@ -267,7 +302,12 @@ def reattach(run) -> None:
             if os.path.isfile(path) and not os.path.islink(path):
                 remote_run.offsets[name] = os.path.getsize(path)
         remote_run.offsets["@stderr"] = -1  # what it printed was printed
-        done = remote_run.follow(echo=False)
+        try:
+            done = remote_run.follow(echo=False)
+        except client.Stopped as problem:
+            remote_run.stop_there()
+            finish(fresh, remote_run, None, problem=str(problem))
+            return
         finish(fresh, remote_run, done)
 
 
