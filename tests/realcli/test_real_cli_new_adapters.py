@@ -244,9 +244,11 @@ def offline_setup(cli: str, root: Path, port: int) -> tuple[dict, list[str]]:
     return env, ["--patch", str(overlay)]
 
 
-@pytest.mark.parametrize("read_only", [False, True], ids=["write", "read-only"])
+@pytest.mark.parametrize("mode", ["write", "confined-write", "read-only"])
 @pytest.mark.parametrize("cli", list(VARIANTS))
-def test_offline_edit_through_the_relay(cli, read_only, tmp_path):
+def test_offline_edit_through_the_relay(cli, mode, tmp_path):
+    """A write run, a write run under `--confine` and a read-only run (always confined)."""
+    read_only = mode == "read-only"
     real_binary(cli)
     repo = one_commit_repo(tmp_path / "repo")
     target = repo / "hello.txt"
@@ -255,7 +257,8 @@ def test_offline_edit_through_the_relay(cli, read_only, tmp_path):
         env, flags = offline_setup(cli, tmp_path / "cli", server.port)
         brief = tmp_path / "brief.txt"
         brief.write_text(BRIEF)
-        args = ["--cd", str(repo), *flags, *(["--read-only"] if read_only else [])]
+        mode_flags = {"write": [], "confined-write": ["--confine"], "read-only": ["--read-only"]}
+        args = ["--cd", str(repo), *flags, *mode_flags[mode]]
         outcome = run_relay(cli, args, tmp_path / "out", env, brief)
         kinds = server.kinds()
         context = f"{outcome.report()}\n--- model server requests\n{server.summary()}"
@@ -270,11 +273,13 @@ def test_offline_edit_through_the_relay(cli, read_only, tmp_path):
     if read_only:
         assert not target.exists(), context
         assert (result["readOnlyViolation"], result["touchedFiles"]) == (False, []), context
+        assert result["readOnlyEnforced"] == "bwrap", context
     else:
+        assert result.get("confined") == ("bwrap" if mode == "confined-write" else None), context
         assert target.read_text() == "hi\n", context
         assert "?? hello.txt" in result["touchedFiles"], context
     print(
-        f"\n{cli} {'read-only' if read_only else 'write'}: status {result['status']}, "
+        f"\n{cli} {mode}: status {result['status']}, "
         f"sessionId {result['sessionId']}, touchedFiles {result['touchedFiles']}, "
         f"readOnlyViolation {result.get('readOnlyViolation')!r}, "
         f"readOnlyEnforced {result.get('readOnlyEnforced')!r}, usage {result.get('usage')}, "

@@ -284,6 +284,63 @@ def _stamp(paths) -> tuple:
     return tuple(stamps)
 
 
+#: Where a git installed as /usr/bin/git (or /bin/git) reads its system configuration.
+_DISTRO_GITS = ("/usr/bin/git", "/bin/git")
+_DISTRO_SYSTEM_CONFIG = "/etc/gitconfig"
+#: Environment that adds configuration no file holds.
+_CONFIG_ENV = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
+#: A configuration file larger than this is handed to git rather than read here.
+_SCAN_LIMIT = 1 << 20
+_HEADERS = (b"[filter", b"[merge", b"[include")
+
+
+def _system_config(env: dict[str, str]) -> list[str] | None:
+    """The system configuration file git reads ([] for none); None when it cannot be known here.
+
+    A git installed by the system's packages reads /etc/gitconfig; any other git
+    (a build of one's own, a shim in front of git) may read another file.
+    """
+    from .pathsearch import which
+
+    if env.get("GIT_CONFIG_NOSYSTEM", "").lower() in ("1", "true", "yes", "on"):
+        return []
+    if env.get("GIT_CONFIG_SYSTEM"):
+        return [env["GIT_CONFIG_SYSTEM"]]
+    git = which("git", env)
+    if git is None or os.path.realpath(git) not in _DISTRO_GITS:
+        return None
+    return [_DISTRO_SYSTEM_CONFIG]
+
+
+def _names_no_driver(git_dir: str, env: dict[str, str]) -> bool:
+    """True when no configuration git reads for `git_dir` can name a driver or an include.
+
+    Every file git reads is looked at for a `[filter`, `[merge` or `[include`
+    section header (any case, anywhere: a false alarm only costs asking git);
+    any doubt (a file that cannot be read or is large, configuration given in
+    the environment, a system file in an unknown place) answers False.
+    """
+    if any(env.get(name) for name in _CONFIG_ENV):
+        return False
+    system = _system_config(env)
+    if system is None:
+        return False
+    for path in [*system, *_config_files(git_dir, env)[1:]]:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(_SCAN_LIMIT + 1)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+        if len(text) > _SCAN_LIMIT:
+            return False
+        squeezed = text.lower().translate(None, b" \t")  # git allows "[ filter …]"
+        if any(header in squeezed for header in _HEADERS):
+            return False
+    return True
+
+
 class _DriverListing:
     """The drivers a repository's configuration names, and the files that answer came from.
 
@@ -343,7 +400,10 @@ class BoundGit:
         configuration file changed since.
         """
         if self._drivers is None and self._listing is None:
-            known = _DriverListing.cached(self.git_dir, self._listing_env())
+            env = self._listing_env()
+            known = _DriverListing.cached(self.git_dir, env)
+            if known is None and _names_no_driver(self.git_dir, env):
+                known = []
             if known is not None:
                 self._drivers = _overrides(known)
                 return

@@ -93,11 +93,13 @@ def read_limited(
 
 def read_json_object(path: str, limit: int) -> dict | None:
     """The JSON object in `path`; None when it is missing, too large, not a file or not JSON."""
-    import json
-
     try:
         raw = read_limited(path, limit)
-        value = json.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        import json  # only once there is something to parse: a missing file costs no import
+
+        value = json.loads(raw)
     except (UserError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from .console import which
+from ..pathsearch import which
 
 #: "1" asks every write run to be confined; "0" asks none to be (a flag still can).
 CONFINE_ENV = "DELEGATE_CONFINE"

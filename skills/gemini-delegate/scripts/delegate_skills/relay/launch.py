@@ -10,8 +10,9 @@ from __future__ import annotations
 import signal
 import time
 
+from ..pathsearch import which
 from .child import Child, is_missing_binary, signal_name
-from .console import say, which, write_stderr
+from .console import say, write_stderr
 
 PREFLIGHT_CAP_S = 10.0
 TAIL_LINES = 20

@@ -88,6 +88,8 @@ class Snapshotter:
         }
         #: Why the last snapshot may have missed files (unreadable, a nested repository).
         self.incomplete: str | None = None
+        #: The tree the last snapshot wrote.
+        self.tree: str | None = None
 
     def git(self) -> BoundGit:
         """A git for this work tree that reads (and writes) our objects and index.
@@ -113,6 +115,7 @@ class Snapshotter:
         if first:
             self._index_stamp = _stamp(os.path.join(self.git_dir, "index"))
             self._seed_index(git, spec)
+        seeded = None if first else _stamp(self.index)
         added = git.run(
             *_strict(), "add", "-A", "--ignore-errors", *spec, timeout=_SNAPSHOT_TIMEOUT_S
         )
@@ -123,11 +126,16 @@ class Snapshotter:
             self.incomplete = added.reason().removeprefix("error: ")
         if not first:
             self._add_force_added(git, exclude or [])
+        if seeded is not None and _stamp(self.index) == seeded and self.tree is not None:
+            # git writes an index through a new file renamed over the old one: the same inode,
+            # size and times mean nothing was added, so the tree is the last one.
+            return self.tree
         # Not plain: writing the index re-reads racily clean files through their filters.
         wrote = git.run("write-tree", timeout=_SNAPSHOT_TIMEOUT_S)
         if not wrote.ok:
             raise SnapshotError(f"git write-tree failed: {wrote.reason()}")
-        return wrote.out.decode("ascii", "replace").strip()
+        self.tree = wrote.out.decode("ascii", "replace").strip()
+        return self.tree
 
     def _add_force_added(self, git: BoundGit, exclude: list[str]) -> None:
         """Files the repository's own index tracks under an ignore rule, added since the first
@@ -169,28 +177,25 @@ class Snapshotter:
             raise SnapshotError(f"cannot copy {real}: {problem.strerror or problem}") from None
         else:
             os.chmod(self.index, 0o600)
-        flags = git.start("ls-files", "-v", "-z", timeout=_SNAPSHOT_TIMEOUT_S, plain=True)
-        untracked = git.start(
-            "ls-files", "-z", "--others", "--exclude-standard", "--directory",
+        # One listing answers both questions: the index's flags (-v tags) and the untracked
+        # files ("?" entries) the budget counts.
+        listed = git.run(
+            "ls-files", "-v", "-z", "--cached", "--others", "--exclude-standard", "--directory",
             "--no-empty-directory", *spec, timeout=_SNAPSHOT_TIMEOUT_S, plain=True,
         )  # fmt: skip
-        flagged = hidden_from(flags.result())
-        self._check_budget(untracked.result())
-        if flagged is None:
-            raise SnapshotError("git could not list the index")
+        if not listed.ok:
+            raise SnapshotError(f"git could not list the index: {listed.reason()}")
+        flagged, untracked = split_listing(listed.out)
+        self._check_budget(untracked)
         if flagged:
             cleared = clear_flags(git, flagged)
             if not cleared.ok:
                 raise SnapshotError(f"git could not clear index flags: {cleared.reason()}")
 
-    def _check_budget(self, listed) -> None:
-        if not listed.ok:
-            raise SnapshotError(f"git could not list untracked files: {listed.reason()}")
+    def _check_budget(self, untracked: list[bytes]) -> None:
         max_files, max_bytes = budget()
         files = total = 0
-        for raw in listed.out.split(b"\0"):
-            if not raw:
-                continue
+        for raw in untracked:
             path = os.path.join(self.work_tree, os.fsdecode(raw))
             for size in _sizes(path):
                 files += 1
@@ -256,6 +261,19 @@ def hidden_entries(git: BoundGit, env: dict[str, str] | None = None) -> list[byt
     """Index paths marked assume-unchanged or skip-worktree (None when git cannot say)."""
     return hidden_from(git.run("ls-files", "-v", "-z", env=env, timeout=_SNAPSHOT_TIMEOUT_S,
                                plain=True))  # fmt: skip
+
+
+def split_listing(out: bytes) -> tuple[list[bytes], list[bytes]]:
+    """(flagged index paths, untracked paths) in `ls-files -v --cached --others -z` output."""
+    flagged, untracked = [], []
+    for entry in out.split(b"\0"):
+        if len(entry) < 3:
+            continue
+        if entry[:2] == b"? ":
+            untracked.append(entry[2:])
+        elif entry[:1].islower() or entry[:1] == b"S":
+            flagged.append(entry[2:])
+    return flagged, untracked
 
 
 def hidden_from(listed) -> list[bytes] | None:

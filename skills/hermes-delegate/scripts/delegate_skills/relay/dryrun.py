@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..pathsearch import which
 from .confine import NOT_ASKED
-from .console import which
 from .rundir import RunDir, default_root, iso_now
 from .supervise import mask_brief
 

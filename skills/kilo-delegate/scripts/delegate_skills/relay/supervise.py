@@ -14,8 +14,9 @@ import signal
 import time
 
 from ..isolation import linux
+from ..pathsearch import which
 from .child import Child, is_missing_binary, signal_name
-from .console import grace_s, say, which, write_stderr
+from .console import grace_s, say, write_stderr
 from .progress import Ticker
 from .scan import LineScanner, ObjectScanner, Utf8Stream
 
