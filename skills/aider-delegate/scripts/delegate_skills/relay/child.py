@@ -207,11 +207,11 @@ class Child:
             pgid=self.proc.pid if self.proc else None, ancestor=os.getpid(), cgroup=self.cgroup
         )
 
-    def sweep(self, grace_s: float) -> list[int]:
+    def sweep(self, grace_s: float, settle_s: float = 0.0) -> list[int]:
         """End what is left of the tree after the child exited; the pids that were left."""
         if self.proc is None:
             return []
-        return self.processes().end(grace_s, keep=self.proc.pid)
+        return self.processes().end(grace_s, keep=self.proc.pid, settle=settle_s)
 
     def kill_tree(self) -> None:
         """SIGKILL the whole tree and wait (bounded) until nothing of it runs."""

@@ -133,12 +133,18 @@ class RunProcesses:
                 return False
             time.sleep(_POLL_S)
 
-    def end(self, grace: float, keep: int | None = None) -> list[int]:
+    def end(self, grace: float, keep: int | None = None, settle: float = 0.0) -> list[int]:
         """SIGTERM everything, `grace` seconds, then SIGKILL; the pids that were alive.
 
         `keep` is a child the caller reaps itself (its Popen), never reaped here.
+        `settle`: seconds in which what is left may still end by itself first
+        (bubblewrap's namespace init reports the command's exit before it has
+        exited itself); what ends then was not left running.
         """
         left = self.alive()
+        if left and settle > 0 and self.wait_gone(settle, keep):
+            return []
+        left = self.alive() if left else left
         if not left:
             return []
         self._signal(signal.SIGTERM, left)

@@ -23,6 +23,8 @@ from .scan import LineScanner, ObjectScanner, Utf8Stream
 #: Seconds an aborted tree gets between SIGTERM and SIGKILL.
 ABORT_GRACE_ENV = "DELEGATE_RELAY_ABORT_GRACE"
 DEFAULT_ABORT_GRACE_S = 2.0
+#: How long a sandboxed run's own bubblewrap processes may take to leave after it exited.
+SANDBOX_SETTLE_S = 0.5
 #: Seconds between the watchdog's SIGTERM and its SIGKILL to the whole tree.
 KILL_GRACE_ENV = "DELEGATE_RELAY_KILL_GRACE"
 DEFAULT_KILL_GRACE_S = 10.0
@@ -213,7 +215,11 @@ def settle(relay) -> None:
 
 def _sweep(relay, child: Child) -> None:
     """End what the implementer left running, before the verdict is taken."""
-    left = child.sweep(grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S))
+    sandboxed = relay.sandbox is not None and relay.sandbox.enforced
+    left = child.sweep(
+        grace_s(ABORT_GRACE_ENV, DEFAULT_ABORT_GRACE_S),
+        settle_s=SANDBOX_SETTLE_S if sandboxed else 0.0,
+    )
     if left:
         pids = ", ".join(str(pid) for pid in left)
         say(f"ended {len(left)} process(es) {relay.adapter.display} left running (pid {pids})")
