@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+import _common
 from _common import PYTHON, ROOT, installed_like_env
 
 FILES = 20_000
@@ -35,6 +36,7 @@ def git(cwd: str, *args: str) -> None:
 
 
 def main() -> int:
+    _common.start()
     with tempfile.TemporaryDirectory() as scratch:
         bindir = os.path.join(scratch, "bin")
         os.makedirs(bindir)
@@ -49,7 +51,9 @@ def main() -> int:
             with open(os.path.join(folder, f"f{n}.txt"), "w") as handle:
                 handle.write(f"file {n}\n")
         git(repo, "add", "-A")
-        git(repo, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "big")
+        # gc.auto=0: no `git gc` packing in the background while apply is timed.
+        quiet = ["-c", "user.name=b", "-c", "user.email=b@b", "-c", "gc.auto=0"]
+        git(repo, *quiet, "commit", "-qm", "big")
         with open(os.path.join(repo, "dataset.bin"), "wb") as handle:
             handle.write(os.urandom(50 << 20))
         env = installed_like_env()

@@ -1,31 +1,60 @@
 #!/usr/bin/env python3
-"""What the change record adds to a run: two snapshots of the work tree and the diff.
+"""What the change record costs against one `git status --porcelain -uall`, as the tree grows.
 
-For a repository of 10 files and one of 20,000 (in 200 folders), each with a
-few untracked files, times what a relay does for the record: the snapshot
-before the implementer (copying the index, clearing flags, `git add -A`,
-`git write-tree`), the snapshot after, and the `changes` field (a diff and
-the patch; the run edited one file). Median of 15 runs each, in this
-process, so interpreter start-up is not counted. Targets: <= 15 ms on the
-small repository, <= 200 ms on the large one.
+For committed repositories of 10, 20,000 and 100,000 small files (100 per folder, written by
+this script and committed with one `git add -A` and one commit, with gc.auto=0 so that no
+`git gc` runs in the background; in a temp dir, once), each with three untracked files, times
+in alternating rounds:
+
+- the record as a dispatch makes it: `ChangeRecord.begin()` before the implementer and
+  `ChangeRecord.end()` after it (the two snapshots), in a fresh scratch dir per round as a run
+  gets; the run edits one file in between (not timed);
+- one `git status --porcelain -uall` of the same repository: the floor, since the relay must
+  look at the tree once before and once after.
+
+Prints per size the median wall and CPU of both (CPU: this process's own plus that of the
+git processes it waited for; git status: the child's) and record / status, against the goal
+of at most 2x; and, apart, the `changes` field (the diff and changes.patch) the result is
+written from. Runs in this process, so the interpreter's start is not counted. The first
+round is untimed (it warms the object store). `--sizes 10,20000` picks sizes; `--quick` runs
+a few rounds.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+from _common import (
+    ROOT,
+    Timing,
+    header,
+    measure_here,
+    ms,
+    options,
+    paired,
+    ratio_rows,
+    run_once,
+    start,
+)
+
+sys.path.insert(0, os.path.join(ROOT, "src"))
 
 from delegate_skills.gitmeta import repo_paths
 from delegate_skills.snapshots.changes import ChangeRecord
 
+SIZES = (10, 20_000, 100_000)
+PER_FOLDER = 100
+GOAL = 2.0
+EDITED = os.path.join("d0", "f0.txt")
+
 
 class Dir:
+    """The run directory `ChangeRecord.field` writes changes.patch into."""
+
     def __init__(self, path: str) -> None:
         self.path = path
 
@@ -37,57 +66,89 @@ class Dir:
             handle.write(data)
 
 
-def make_repo(root: str, files: int) -> str:
+def make_repo(root: str, files: int) -> tuple[str, float]:
+    """A committed repository of `files` small files and three untracked ones; (path, seconds)."""
+    began = time.perf_counter()
     repo = os.path.join(root, f"repo{files}")
     subprocess.run(["git", "init", "-q", repo], check=True)
     for n in range(files):
-        folder = os.path.join(repo, f"d{n % 200}")
-        os.makedirs(folder, exist_ok=True)
+        folder = os.path.join(repo, f"d{n // PER_FOLDER}")
+        if n % PER_FOLDER == 0:
+            os.mkdir(folder)
         with open(os.path.join(folder, f"f{n}.txt"), "w") as handle:
-            handle.write(f"file {n}\n" * 5)
+            handle.write(f"file {n}\n")
     subprocess.run(["git", "-C", repo, "add", "-A"], check=True)
-    subprocess.run(
-        ["git", "-C", repo, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "b"],
-        check=True,
-    )
+    quiet = ["-c", "user.name=b", "-c", "user.email=b@b", "-c", "gc.auto=0"]  # no gc behind us
+    subprocess.run(["git", "-C", repo, *quiet, "commit", "-qm", "b"], check=True)
     for n in range(3):
         with open(os.path.join(repo, f"untracked{n}.txt"), "w") as handle:
             handle.write("scratch\n")
-    return repo
+    return repo, time.perf_counter() - began
 
 
-def one(repo: str, scratch: str, out: str) -> float:
-    paths = repo_paths(repo)
-    start = time.perf_counter()
-    record = ChangeRecord(paths, scratch, [])
-    record.begin()
-    target = os.path.join(repo, "d0", "f0.txt")
-    with open(target, "a") as handle:  # the implementer's one edit (not timed... it is tiny)
-        handle.write("edited\n")
-    record.end()
-    field, problem = record.field(Dir(out))
-    took = time.perf_counter() - start
-    if field is None or len(field["files"]) != 1:
-        raise SystemExit(f"unexpected record: {field} {problem}")
-    subprocess.run(["git", "-C", repo, "checkout", "-q", "--", "d0/f0.txt"], check=True)
-    return took
+class Recorder:
+    """One side of the rounds: a record per call, in a fresh scratch dir; keeps the field's cost."""
+
+    def __init__(self, repo: str, root: str) -> None:
+        self.repo, self.root = repo, root
+        self.paths = repo_paths(repo)
+        self.field = Timing()
+        self.rounds = 0
+        with open(os.path.join(repo, EDITED), "rb") as handle:
+            self.original = handle.read()
+
+    def __call__(self) -> tuple[float, float]:
+        self.rounds += 1
+        scratch = os.path.join(self.root, f"scratch-{os.path.basename(self.repo)}-{self.rounds}")
+        out = scratch + "-out"
+        os.mkdir(scratch)
+        os.mkdir(out)
+        record = ChangeRecord(self.paths, scratch, [])
+        first = measure_here(record.begin)
+        with open(os.path.join(self.repo, EDITED), "ab") as handle:  # the implementer's edit
+            handle.write(b"edited\n")
+        second = measure_here(record.end)
+        found: list = []
+        wall, cpu = measure_here(lambda: found.append(record.field(Dir(out))))
+        self.field.walls.append(wall)
+        self.field.cpus.append(cpu)
+        field, problem = found[0]
+        if field is None or [entry["path"] for entry in field["files"]] != ["d0/f0.txt"]:
+            raise SystemExit(f"unexpected record: {field} {problem}")
+        with open(os.path.join(self.repo, EDITED), "wb") as handle:
+            handle.write(self.original)
+        return first[0] + second[0], first[1] + second[1]
 
 
 def main() -> int:
-    os.environ.setdefault("XDG_STATE_HOME", tempfile.mkdtemp(prefix="delegate-bench-state-"))
-    with tempfile.TemporaryDirectory() as root:
-        out = os.path.join(root, "out")
-        os.mkdir(out)
-        for files, target in ((10, 15), (20_000, 200)):
-            repo = make_repo(root, files)
-            samples = []
-            for n in range(16):
-                scratch = os.path.join(root, f"scratch-{files}-{n}")
-                os.mkdir(scratch)
-                samples.append(one(repo, scratch, out))
-            median = statistics.median(samples[1:]) * 1000  # the first warms the object store
-            print(f"{files:>6} files: change record adds {median:7.1f} ms (median of 15; "
-                  f"target <= {target} ms)")  # fmt: skip
+    parser, runs = options(__doc__, full=15, quick=3)
+    parser.add_argument(
+        "--sizes",
+        default=",".join(str(size) for size in SIZES),
+        help="comma-separated numbers of files (default: %(default)s)",
+    )
+    sizes = [int(size) for size in parser.parse_args().sizes.split(",")]
+    start(sys.executable)
+    with tempfile.TemporaryDirectory(
+        prefix="delegate-bench-record-", ignore_cleanup_errors=True
+    ) as root:
+        os.environ["XDG_STATE_HOME"] = os.path.join(root, "state")
+        print(f"rounds: {runs} timed after 1 untimed; record = begin() + end(), in this process")
+        print(header("record", "status"))
+        for files in sizes:
+            repo, took = make_repo(root, files)
+            record = Recorder(repo, root)
+            status = ["git", "-C", repo, "status", "--porcelain", "-uall"]
+            began = time.perf_counter()
+            t = paired(
+                {"record": record, "status": lambda argv=status: run_once(argv)},
+                runs,
+            )
+            rounds = time.perf_counter() - began
+            print(f"{files:,} files (made and committed in {took:.1f} s, rounds {rounds:.1f} s):")
+            print("\n".join(ratio_rows(f"  {files:>7,}", t["record"], t["status"], GOAL)))
+            field = record.field
+            print(f"  {'changes field (apart)':<32} wall {ms(field.wall)}   CPU {ms(field.cpu)}")
     return 0
 
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 
+import _common
 from _common import installed_like_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
@@ -47,6 +48,7 @@ def probes_of(impl: registry.Implementer) -> list[list[str]]:
 
 
 def main() -> int:
+    _common.start(sys.executable)
     with tempfile.TemporaryDirectory() as scratch:
         bindir = os.path.join(scratch, "bin")
         os.makedirs(bindir)

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from _common import start
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE_DIR = os.path.join(ROOT, "tests", "fakecli")
 RUNS = 8
@@ -105,6 +107,7 @@ def stop(proc: subprocess.Popen, seen: set[int]) -> None:
 
 
 def main() -> int:
+    start(sys.executable)
     if not os.path.isdir("/proc"):
         raise SystemExit("this benchmark reads /proc (Linux only)")
     scratch = tempfile.mkdtemp(prefix="delegate-bench-fanout-")

@@ -1,21 +1,48 @@
 #!/usr/bin/env python3
-"""Lane resolve start-up cost against a bare interpreter start.
+"""Lane resolve, ours against the Node bundle's lane.mjs, from two interpreters.
 
-Runs, 20 times each, `python3 skills/delegate-setup/scripts/lane.py resolve …`
-on an approved two-lane project and `python3 -c pass` (the floor), and prints
-both medians and their ratio. With DELEGATE_BENCH_NODE_BUNDLE pointing at a
-checkout of the Node bundle, its `lane.mjs resolve` on the same project is
-timed too. Target: at most half of Node's time.
+On an approved two-lane project config (written once by `config.py write`), times
+`skills/delegate-setup/scripts/lane.py resolve --cwd <repo> --lane review --implementer codex`
+and the Node bundle's `lane.mjs` with the same arguments (DELEGATE_BENCH_NODE_BUNDLE), in
+alternating rounds with each interpreter's bare start (`python -S -c pass`, `python -c pass`,
+`node -e 0`), from:
+
+- a bare venv's interpreter (nothing installed in it; _common.PYTHON);
+- pyenv's CPython 3.12 by its path (`~/.pyenv/versions/3.12*/bin/python3`, else what
+  `pyenv which python3` names), whose site-packages may hold `.pth` files that every start
+  of it runs; skipped, with a line saying so, when there is none.
+
+Prints per interpreter the median wall and CPU (user + system) of each, ours/Node (goal: at
+most 0.6x), and what resolve costs over that interpreter's own `-c pass` start (the part that
+is ours) beside Node's over `node -e 0`. Both sides' answers are checked to be the same JSON.
+HOME is a temp dir. `--quick` runs a few rounds.
 """
 
 from __future__ import annotations
 
+import glob
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
-from _common import PYTHON, ROOT, installed_like_env, median_wall, ms, node_script
+from _common import (
+    PYTHON,
+    ROOT,
+    command,
+    header,
+    installed_like_env,
+    ms,
+    node_script,
+    options,
+    paired,
+    private_homes,
+    ratio_rows,
+    single_rows,
+    start,
+)
 
 LANES = """{
   "version": "delegate-fleet.v1",
@@ -25,41 +52,86 @@ LANES = """{
   }
 }
 """
+SCRIPTS = os.path.join(ROOT, "skills", "delegate-setup", "scripts")
+GOAL = 0.6
+
+
+def pyenv_python() -> str | None:
+    """pyenv's CPython 3.12 by its own path (never the shim), or None."""
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3")))
+    if found:
+        return found[-1]
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return None
+    done = subprocess.run([pyenv, "which", "python3"], capture_output=True, text=True)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def answer(argv: list[str], env: dict) -> dict:
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {argv}\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def measure(label: str, python: str, node: list[str] | None, args: list[str], env: dict, runs):
+    subprocess.run([python, "-m", "compileall", "-q", SCRIPTS], env=env, check=True)
+    ours = [python, os.path.join(SCRIPTS, "lane.py"), *args]
+    sides = {
+        "ours": command(ours, env),
+        "python -S -c pass": command([python, "-S", "-c", "pass"], env),
+        "python -c pass": command([python, "-c", "pass"], env),
+    }
+    if node:
+        if answer(ours, env) != answer([*node, *args], env):
+            print(f"  the answers differ:\n  ours {answer(ours, env)}\n  node {answer(node, env)}")
+        sides["node"] = command([*node, *args], env)
+        sides["node -e 0"] = command([node[0], "-e", "0"], env)
+    t = paired(sides, runs, warmup=2)
+    print()
+    print(f"{label}: {python}, medians of {runs}")
+    if node:
+        print(header())
+        print("\n".join(ratio_rows("lane resolve", t["ours"], t["node"], GOAL)))
+    for name, timing in t.items():
+        print("\n".join(single_rows(name, timing)))
+    floor = t["python -c pass"]
+    ours_part = f"wall {ms(t['ours'].wall - floor.wall)}   CPU {ms(t['ours'].cpu - floor.cpu)}"
+    print(f"{'ours over python -c pass':<34} {ours_part}")
+    if node:
+        nf, n = t["node -e 0"], t["node"]
+        print(f"{'node over node -e 0':<34} wall {ms(n.wall - nf.wall)}   CPU {ms(n.cpu - nf.cpu)}")
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as scratch:
-        home = os.path.join(scratch, "home")
+    parser, runs = options(__doc__, full=20, quick=3)
+    parser.parse_args()
+    start()
+    node = node_script("delegate-setup", "scripts", "lane.mjs")
+    if node is None:
+        print("DELEGATE_BENCH_NODE_BUNDLE is not set: our side only")
+    with tempfile.TemporaryDirectory(prefix="delegate-bench-lane-") as scratch:
+        env = private_homes(installed_like_env(), scratch)
         repo = os.path.join(scratch, "repo")
-        os.makedirs(home)
-        env = {**installed_like_env(), "HOME": home}
-        env.pop("XDG_CONFIG_HOME", None)
         subprocess.run(["git", "init", "-q", repo], check=True)
         lanes = os.path.join(scratch, "lanes.json")
         with open(lanes, "w") as handle:
             handle.write(LANES)
-        config = os.path.join(ROOT, "skills", "delegate-setup", "scripts", "config.py")
         # Writing validates with jsonschema, which the bare timing interpreter
         # does not have; the interpreter running this script writes the file.
         subprocess.run(
-            [sys.executable, config, "write", "--scope", "project", "--cwd", repo, lanes],
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        lane = os.path.join(ROOT, "skills", "delegate-setup", "scripts", "lane.py")
+            [sys.executable, os.path.join(SCRIPTS, "config.py"), "write", "--scope", "project",
+             "--cwd", repo, lanes],
+            env=env, check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
         args = ["resolve", "--cwd", repo, "--lane", "review", "--implementer", "codex"]
-        floor = median_wall([PYTHON, "-c", "pass"], env=env)
-        resolved = median_wall([PYTHON, lane, *args], env=env)
-        node = node_script("delegate-setup", "scripts", "lane.mjs")
-        node_time = median_wall([*node, *args], env=env) if node else None
-    print(f"python: {PYTHON} ({sys.version.split()[0]})")
-    print(f"floor   python3 -c pass          median of 20: {ms(floor)}")
-    print(f"resolve lane.py resolve (project) median of 20: {ms(resolved)}")
-    print(f"ratio   {resolved / floor:.2f}x the floor")
-    if node_time is not None:
-        print(f"node    lane.mjs resolve (project) median of 20: {ms(node_time)}")
-        print(f"ratio   {resolved / node_time:.2f}x Node's time (target <= 0.5x)")
+        measure("bare venv python", PYTHON, node, args, env, runs)
+        other = pyenv_python()
+        if other is None:
+            print("\npyenv python 3.12: not found here, skipped")
+        else:
+            measure("pyenv python", other, node, args, env, runs)
     return 0
 
 

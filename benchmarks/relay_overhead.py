@@ -1,83 +1,256 @@
 #!/usr/bin/env python3
-"""What a relay adds to a dispatch.
+"""What a dispatch costs, ours against the Node bundle's relay.mjs, wall and CPU.
 
-Median wall time over 20 runs of `python3 skills/codex-delegate/scripts/relay.py`
-dispatching to a fake `codex` that exits at once (a two-line shell script that
-prints a version when asked), and of running that fake directly. The relay's
-own cost is the difference: its interpreter start, the version preflight,
-supervision, the change record's two snapshots, `git status` and the
-result. The target is under 60 ms. A read-only dispatch is timed too, with
-bubblewrap enforcing it (when bwrap is here) and with detection alone: its
-tripwire fingerprints the repository before and after. The repository holds
-ten committed files. With
-DELEGATE_BENCH_NODE_BUNDLE pointing at a checkout of the Node bundle, its
-`relay.mjs` is timed the same way, in alternating pairs with ours.
+Every side dispatches `skills/codex-delegate/scripts/relay.py` (ours, run by a bare venv's
+interpreter, bytecode compiled as after `pip install`) or the Node bundle's `relay.mjs`
+(DELEGATE_BENCH_NODE_BUNDLE) to a fake `codex` (a shell script that prints a version when
+asked and exits 0 at once), in a committed repository of ten files, with HOME and the XDG
+dirs in a temp dir. The sides run in alternating rounds (A B C … A B C …); each prints the
+median wall time and the median CPU (user + system of the relay and everything it waited
+for) and ours/Node per measure, against the goals:
+
+- plain dispatch <= 0.7x Node's plain one;
+- `--read-only` enforced by bubblewrap <= 1.0x Node's `--read-only` (detection only, with
+  DELEGATE_RELAY_ENFORCE=0, is shown too);
+- a confined write run (`--confine`) <= 1.0x Node's plain one (Node has no confinement).
+
+Then the processes each dispatch kind starts, one run each, outside the timing:
+
+- git processes, through a `git` wrapper first on PATH that logs its argv and execs the real
+  git (for both sides), and every git command line run more than once with the same
+  arguments (same directory and GIT_INDEX_FILE). Goals: at most 5 in a plain dispatch and 8 in
+  a read-only one, none repeated.
+- our relay's own children by program, from an audit hook and with no wrapper on PATH (a
+  wrapper is not the git a real dispatch finds; the count can differ).
+
+Last, the interpreters' start floor (`python -S -c pass`, `python -c pass`, `node -e 0`).
+`--quick` runs a few rounds only; `--list` prints every command line logged.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-from _common import PYTHON, ROOT, installed_like_env, median_wall, ms, node_script, paired_medians
+from _common import (
+    PYTHON,
+    ROOT,
+    audited,
+    command,
+    git_words,
+    header,
+    install_git_wrapper,
+    installed_like_env,
+    ms,
+    node_script,
+    options,
+    paired,
+    private_homes,
+    ratio_rows,
+    read_child_log,
+    repeated,
+    shown_command,
+    single_rows,
+    start,
+)
 
 FAKE = '#!/bin/sh\ncase "$1" in --version) echo "fake 1.0";; esac\nexit 0\n'
+RELAY = os.path.join(ROOT, "skills", "codex-delegate", "scripts", "relay.py")
+#: Goals of git processes per dispatch kind.
+GIT_GOALS = {"plain": 5, "read-only": 8, "read-only, detection only": 8, "confined": 5}
+
+
+def setup(scratch: str) -> tuple[dict, list[str], str]:
+    """(env, the common relay args, bindir) for a ten-file repository and a fake codex."""
+    bindir = os.path.join(scratch, "bin")
+    os.makedirs(bindir)
+    shim = os.path.join(bindir, "codex")
+    with open(shim, "w") as handle:
+        handle.write(FAKE)
+    os.chmod(shim, 0o755)
+    work = os.path.join(scratch, "work")
+    subprocess.run(["git", "init", "-q", work], check=True)
+    for n in range(10):
+        with open(os.path.join(work, f"file{n}.txt"), "w") as handle:
+            handle.write(f"line {n}\n" * 20)
+    subprocess.run(["git", "-C", work, "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", work, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "b"],
+        check=True,
+    )
+    brief = os.path.join(scratch, "brief.txt")
+    with open(brief, "w") as handle:
+        handle.write("benchmark brief\n")
+    env = private_homes(installed_like_env(), scratch)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    return env, ["--brief", brief, "--cd", work], bindir
+
+
+def kinds(scratch: str, env: dict, args: list[str], node: list[str] | None) -> dict:
+    """{name: (argv, env)} of every dispatch kind, ours and Node's; each has its own out-dir."""
+
+    def out(name: str) -> list[str]:
+        return ["--out-dir", os.path.join(scratch, "out-" + name.replace(" ", "-"))]
+
+    detect = {**env, "DELEGATE_RELAY_ENFORCE": "0"}
+    sides = {
+        "ours plain": ([PYTHON, RELAY, *args, *out("ours")], env),
+        "ours read-only": ([PYTHON, RELAY, *args, *out("ours ro"), "--read-only"], env),
+        "ours read-only, detection only": (
+            [PYTHON, RELAY, *args, *out("ours detect"), "--read-only"],
+            detect,
+        ),
+        "ours confined": ([PYTHON, RELAY, *args, *out("ours confined"), "--confine"], env),
+    }
+    if node:
+        sides["node plain"] = ([*node, *args, *out("node")], env)
+        sides["node read-only"] = ([*node, *args, *out("node ro"), "--read-only"], env)
+    return sides
+
+
+def check_results(scratch: str) -> list[str]:
+    """What our read-only and confined results say about their enforcement (one line each)."""
+    lines = []
+    for name, keys in (
+        ("ours-ro", ("readOnlyEnforced", "readOnlyUnenforced", "readOnlyViolation", "confined")),
+        ("ours-detect", ("readOnlyEnforced", "readOnlyUnenforced", "readOnlyViolation")),
+        ("ours-confined", ("confined", "confinedUnavailable")),
+    ):
+        try:
+            with open(os.path.join(scratch, "out-" + name, "result.json")) as handle:
+                result = json.load(handle)
+        except (OSError, ValueError) as problem:
+            lines.append(f"  {name}: no result ({problem})")
+            continue
+        said = ", ".join(f"{key}={json.dumps(result[key])}" for key in keys if key in result)
+        lines.append(f"  {name}: status={result.get('status')}, {said}")
+    return lines
+
+
+def count_git(scratch: str, sides: dict, listing: bool) -> dict[str, int]:
+    """Print (and return) the git processes each dispatch starts, through a wrapper on PATH."""
+    wrapdir = os.path.join(scratch, "gitwrap")
+    os.makedirs(wrapdir)
+    install_git_wrapper(wrapdir)
+    print()
+    print("git processes per dispatch (a `git` wrapper first on PATH logs each; one run each;")
+    print("$T is the temp dir; a line shown with Nx ran N times with the same arguments):")
+    counts = {}
+    for name, (argv, env) in sides.items():
+        log = os.path.join(scratch, "git-" + name.replace(" ", "-").replace(",", "") + ".log")
+        wrapped = {**env, "PATH": wrapdir + os.pathsep + env["PATH"], "DELEGATE_BENCH_GIT_LOG": log}
+        subprocess.run(argv, env=wrapped, capture_output=True, check=False)
+        entries = read_child_log(log)
+        counts[name] = len(entries)
+        goal = GIT_GOALS.get(name.split(" ", 1)[1]) if name.startswith("ours") else None
+        again = repeated(entries)
+        extra = f"  (goal <= {goal}: {'met' if len(entries) <= goal else 'MISSED'})" if goal else ""
+        print(f"  {name:<32} {len(entries):3d} git, {len(again)} repeated{extra}")
+        for times, entry in again:
+            print(f"      {times}x {shown_command(entry, scratch, full=False)}")
+        if listing:
+            for entry in entries:
+                print(f"      - {shown_command(entry, scratch)}")
+    return counts
+
+
+def count_children(scratch: str, sides: dict, wrapped: dict[str, int], listing: bool) -> None:
+    """Print what our relay itself starts, seen by an audit hook (the git on PATH is the real one).
+
+    A git command repeated with the same arguments is told apart: once before and once after
+    the implementer ran (the two snapshots, the tripwire's two fingerprints), or not.
+    """
+    print()
+    print("our relay's own child processes, by program (audit hook; no wrapper on PATH):")
+    for name, (argv, env) in sides.items():
+        if not name.startswith("ours"):
+            continue
+        log = os.path.join(scratch, "children-" + name.replace(" ", "-").replace(",", "") + ".log")
+        subprocess.run(audited(argv[0], argv[1], argv[2:], log), env=env, capture_output=True)
+        entries = read_child_log(log)
+        programs: dict[str, int] = {}
+        for _, _, child in entries:
+            program = os.path.basename(child[0]) if child else "?"
+            programs[program] = programs.get(program, 0) + 1
+        launch = next(
+            (n for n, (_, _, child) in enumerate(entries) if "exec" in child and "--json" in child),
+            None,
+        )
+        summary = ", ".join(f"{program} {n}" for program, n in sorted(programs.items()))
+        print(f"  {name:<32} {len(entries):3d} children: {summary}")
+        gits = programs.get("git", 0)
+        if gits != wrapped.get(name, gits):
+            print(f"      git {gits} here, {wrapped[name]} through the wrapper: the relay treats "
+                  "a git that is not the system's differently")  # fmt: skip
+        for times, entry in repeated(entries):
+            at = [n for n, logged in enumerate(entries) if logged == entry]
+            when = (
+                "before and after the implementer"
+                if launch is not None and times == 2 and at[0] < launch < at[1]
+                else "on the same side of the implementer's launch"
+            )
+            print(f"      {times}x {git_words(entry[2])}  ({when})")
+        if listing:
+            for entry in entries:
+                print(f"      - {shown_command(entry, scratch)}")
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as scratch:
-        bindir = os.path.join(scratch, "bin")
-        os.makedirs(bindir)
-        shim = os.path.join(bindir, "codex")
-        with open(shim, "w") as handle:
-            handle.write(FAKE)
-        os.chmod(shim, 0o755)
-        work = os.path.join(scratch, "work")
-        subprocess.run(["git", "init", "-q", work], check=True)
-        for n in range(10):
-            with open(os.path.join(work, f"file{n}.txt"), "w") as handle:
-                handle.write(f"line {n}\n" * 20)
-        subprocess.run(["git", "-C", work, "add", "-A"], check=True)
-        subprocess.run(
-            ["git", "-C", work, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "b"],
-            check=True,
-        )
-        brief = os.path.join(scratch, "brief.txt")
-        with open(brief, "w") as handle:
-            handle.write("benchmark brief\n")
-        env = installed_like_env()
-        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-        relay = os.path.join(ROOT, "skills", "codex-delegate", "scripts", "relay.py")
-        out = os.path.join(scratch, "out")
-        args = ["--brief", brief, "--cd", work, "--out-dir", out]
-        floor = median_wall([shim, "exec", "-"], env=env)
-        node = node_script("codex-delegate", "scripts", "relay.mjs")
+    parser, runs = options(__doc__, full=20, quick=3)
+    parser.add_argument("--list", action="store_true", help="print every logged command line")
+    parsed = parser.parse_args()
+    start()
+    node = node_script("codex-delegate", "scripts", "relay.mjs")
+    if node is None:
+        print("DELEGATE_BENCH_NODE_BUNDLE is not set: our side only")
+    bwrap = shutil.which("bwrap")
+    print(f"bubblewrap: {bwrap or 'not found (read-only runs are detection only)'}")
+    with tempfile.TemporaryDirectory(prefix="delegate-bench-relay-") as scratch:
+        env, args, bindir = setup(scratch)
+        sides = kinds(scratch, env, args, node)
+        timed = {name: command(argv, side_env) for name, (argv, side_env) in sides.items()}
+        timed["fake codex alone"] = command([os.path.join(bindir, "codex"), "exec", "-"], env)
+        print(f"rounds: {runs} timed after 1 untimed, sides in turn: {', '.join(timed)}")
+        t = paired(timed, runs)
+        print("what our results said (last run):")
+        print("\n".join(check_results(scratch)))
+        print()
+        print(f"dispatch, medians of {runs}")
         if node:
-            total, node_total = paired_medians([PYTHON, relay, *args], [*node, *args], env=env)
-        else:
-            total, node_total = median_wall([PYTHON, relay, *args], env=env), None
-        read_only = median_wall([PYTHON, relay, *args, "--read-only"], env=env)
-        detect_env = {**env, "DELEGATE_RELAY_ENFORCE": "0"}
-        detected = median_wall([PYTHON, relay, *args, "--read-only"], env=detect_env)
-        enforced = shutil.which("bwrap", path=env["PATH"]) is not None
-    print(f"python: {PYTHON} ({sys.version.split()[0]})")
-    print(f"fake codex alone            median of 20: {ms(floor)}")
-    print(f"relay dispatch to the fake  median of 20: {ms(total)}")
-    print(f"relay adds                                {ms(total - floor)} (target < 60 ms)")
-    how = "bwrap-enforced" if enforced else "no bwrap here"
-    print(f"read-only dispatch ({how:<14}) median of 20: {ms(read_only)}")
-    print(f"  adds over a write dispatch              {ms(read_only - total)}")
-    print(f"read-only dispatch (detection only) median of 20: {ms(detected)}")
-    print(f"  adds over a write dispatch              {ms(detected - total)}")
-    if enforced:
-        print(f"  enforcement itself costs                {ms(read_only - detected)}")
-    if node_total is not None:
-        print(f"relay.mjs dispatch          median of 20: {ms(node_total)}")
-        print(f"relay.mjs adds                            {ms(node_total - floor)}")
-        print(f"ratio   {(total - floor) / (node_total - floor):.2f}x Node's overhead")
+            print(header())
+            rows = ratio_rows("plain", t["ours plain"], t["node plain"], 0.7)
+            rows += ratio_rows("read-only (bwrap)", t["ours read-only"], t["node read-only"], 1.0)
+            rows += ratio_rows(
+                "read-only (detection)", t["ours read-only, detection only"], t["node read-only"],
+                1.0,
+            )  # fmt: skip
+            rows += ratio_rows("confined vs node plain", t["ours confined"], t["node plain"], 1.0)
+            print("\n".join(rows))
+        for name in sides:
+            print("\n".join(single_rows(name, t[name])))
+        print("\n".join(single_rows("fake codex alone", t["fake codex alone"])))
+        plain, fake = t["ours plain"], t["fake codex alone"]
+        print(f"ours plain over the fake alone: wall {ms(plain.wall - fake.wall)}")
+        if node:
+            over = t["node plain"].wall - fake.wall
+            print(f"node plain over the fake alone: wall {ms(over)}")
+        wrapped = count_git(scratch, sides, parsed.list)
+        count_children(scratch, sides, wrapped, parsed.list)
+        floors = {
+            "python -S -c pass": command([PYTHON, "-S", "-c", "pass"], env),
+            "python -c pass": command([PYTHON, "-c", "pass"], env),
+        }
+        if node:
+            floors["node -e 0"] = command([node[0], "-e", "0"], env)
+        f = paired(floors, runs * 2, warmup=2)
+        print()
+        print(f"interpreter start floor, medians of {runs * 2} (for context)")
+        for name, timing in f.items():
+            print("\n".join(single_rows(name, timing)))
     return 0
 
 

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
 
 import sshkit  # noqa: E402
+from _common import start  # noqa: E402
 
 COUNTER = r"""
 import os, selectors, socket, sys
@@ -87,6 +88,7 @@ def dispatch(env: dict, repo: Path, out: Path, *extra: str) -> float:
 
 
 def main() -> int:
+    start(sys.executable)
     base = Path(tempfile.mkdtemp(prefix="delegate-bench-remote-"))
     try:
         with sshkit.SshWorld(base / "ssh") as world:
