@@ -136,7 +136,8 @@ class Auggie(Adapter):
         }
 
     def metric_fields(self, state: ResultState) -> dict:
-        return {"resultSubtype": state.subtype, "numTurns": state.num_turns}
+        fields = {"resultSubtype": state.subtype, "numTurns": state.num_turns}
+        return {**fields, **super().metric_fields(state)}
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         access = (

@@ -7,9 +7,12 @@ the session was configured with unless a flag or lane names one.
 
 from __future__ import annotations
 
+import os
+
 from delegate_skills import registry
 from delegate_skills.reading import tail_of_file
 from delegate_skills.relay.adapter import FINAL_LIMIT, Adapter, State, session_lines
+from delegate_skills.relay.console import say
 from delegate_skills.relay.options import (
     SESSION,
     Flag,
@@ -137,6 +140,14 @@ class Codex(Adapter):
     def new_state(self, opts: dict) -> State:
         return State(opts)
 
+    def before_launch(self, state: State) -> None:
+        opts = state.opts
+        if not opts["skipGitRepoCheck"] and not inside_git(opts["cd"]):
+            say(
+                f"--cd {opts['cd']} is not in a git repository, and Codex refuses to start "
+                "there without --skip-git-repo-check: add that flag to run it anyway"
+            )
+
     def on_event(self, state: State, event: dict) -> None:
         thread = event.get("thread")
         found = event.get("thread_id") or event.get("threadId")
@@ -144,6 +155,8 @@ class Codex(Adapter):
             found = thread.get("thread_id") or thread.get("id")
         if found:
             state.session_id = found
+        if event.get("type") == "turn.completed" and isinstance(event.get("usage"), dict):
+            state.usage = event["usage"]  # the turn's counts; `codex exec` runs one turn
 
     def final_message(self, state: State, run) -> str:
         return tail_of_file(run.final_path, FINAL_LIMIT).decode("utf-8", errors="replace").strip()
@@ -173,6 +186,19 @@ class Codex(Adapter):
             lines.append(f"mode: resumed session {opts['session']}")
         lines += session_lines(state.session_id, label="thread id")
         return lines
+
+
+def inside_git(folder: str) -> bool:
+    """Whether `folder` or a folder above it holds `.git` (a directory, or the file of a
+    linked worktree): where `codex exec` starts without --skip-git-repo-check."""
+    here = os.path.abspath(folder)
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return True
+        parent = os.path.dirname(here)
+        if parent == here:
+            return False
+        here = parent
 
 
 ADAPTER = Codex()

@@ -209,6 +209,8 @@ class DshState(StdoutState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.started_ms: float | None = None
+        #: What the session record said, read once for each result written.
+        self.harvested: dict | None = None
 
 
 class Dsh(StdoutReportAdapter):
@@ -372,8 +374,17 @@ class Dsh(StdoutReportAdapter):
             "modelOverlay": self.overlay(opts),
         }
 
+    def metric_fields(self, state: DshState) -> dict:
+        # The session record is read here, for tokenUsage, and its fields follow touchedFiles.
+        state.harvested = harvest(state.opts["cd"], state.started_ms)
+        return super().metric_fields(state)
+
+    def reported_usage(self, state: DshState) -> dict | None:
+        usage = (state.harvested or {}).get("usage")
+        return usage if isinstance(usage, dict) else None
+
     def trailing_fields(self, state: DshState) -> dict:
-        return harvest(state.opts["cd"], state.started_ms)
+        return state.harvested or harvest(state.opts["cd"], state.started_ms)
 
     def summary_lines(self, opts: dict, state: State, result: dict) -> list[str]:
         lines = []

@@ -128,7 +128,7 @@ class Gemini(ApprovalModeAdapter):
         return {"sessionId": state.session_id, "actualModel": state.model}
 
     def metric_fields(self, state: GeminiState) -> dict:
-        return {"usage": state.usage}
+        return {"usage": state.usage, **super().metric_fields(state)}
 
     def config_fields(self, opts: dict, state: State) -> dict:
         fields = super().config_fields(opts, state)

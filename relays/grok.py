@@ -192,7 +192,7 @@ class Grok(Adapter):
         }
 
     def metric_fields(self, state: GrokState) -> dict:
-        return {"usage": state.usage}
+        return {"usage": state.usage, **super().metric_fields(state)}
 
     def summary_lines(self, opts: dict, state: GrokState, result: dict) -> list[str]:
         lines = [f"autonomy: {opts['autonomy']}"]

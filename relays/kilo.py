@@ -39,7 +39,6 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
-from delegate_skills.relay.parts import is_number
 
 from .opencode import PLAN, OpenCode, OpenCodeState, plan_environment
 
@@ -50,7 +49,6 @@ PLAN_VARIABLES = {
     "OPENCODE_PERMISSION": "KILO_PERMISSION",
     "OPENCODE_DISABLE_PROJECT_CONFIG": "KILO_DISABLE_PROJECT_CONFIG",
 }
-TOKEN_KEYS = ("input", "output", "reasoning", "total")
 #: Where a plan run keeps its plan files, under the top of the work tree.
 PLANS_DIR = (".kilo", "plans")
 
@@ -80,20 +78,7 @@ def kilo_plan_environment(env: dict[str, str], cwd: str) -> dict[str, str]:
 class KiloState(OpenCodeState):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
-        self.usage: dict | None = None
         self.error: str | None = None
-
-
-def _add_tokens(state: KiloState, tokens: dict) -> None:
-    usage = state.usage or {key: 0 for key in TOKEN_KEYS} | {"cache": {"read": 0, "write": 0}}
-    for key in TOKEN_KEYS:
-        if is_number(tokens.get(key)):
-            usage[key] += tokens[key]
-    cache = tokens.get("cache")
-    for key in ("read", "write"):
-        if isinstance(cache, dict) and is_number(cache.get(key)):
-            usage["cache"][key] += cache[key]
-    state.usage = usage
 
 
 def _error_text(error) -> str | None:
@@ -191,16 +176,8 @@ class Kilo(OpenCode):
         return KiloState(opts)
 
     def on_event(self, state: KiloState, event: dict) -> None:
-        super().on_event(state, event)
-        kind = event.get("type")
-        part = event.get("part")
-        if (
-            kind == "step_finish"
-            and isinstance(part, dict)
-            and isinstance(part.get("tokens"), dict)
-        ):
-            _add_tokens(state, part["tokens"])
-        elif kind == "error":
+        super().on_event(state, event)  # sums each step's tokens (OpenCodeState.tokens)
+        if event.get("type") == "error":
             state.error = _error_text(event.get("error")) or state.error
 
     def failure(self, state: KiloState) -> str | None:
@@ -210,7 +187,7 @@ class Kilo(OpenCode):
         return None
 
     def metric_fields(self, state: KiloState) -> dict:
-        return {"usage": state.usage}
+        return {"usage": state.tokens, **super().metric_fields(state)}
 
 
 ADAPTER = Kilo()

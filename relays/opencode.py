@@ -138,6 +138,25 @@ class OpenCodeState(State):
         self.text_size = 0
         self.cost = 0.0
         self.saw_cost = False
+        #: Every step's `tokens`, summed: {input, output, reasoning, total, cache: {read, write}}.
+        self.tokens: dict | None = None
+
+
+#: The counts of a step's `tokens` that are summed over the run (besides its cache).
+TOKEN_KEYS = ("input", "output", "reasoning", "total")
+
+
+def add_tokens(state: OpenCodeState, tokens: dict) -> None:
+    """Add one step's `tokens` to the run's sum."""
+    summed = state.tokens or {key: 0 for key in TOKEN_KEYS} | {"cache": {"read": 0, "write": 0}}
+    for key in TOKEN_KEYS:
+        if is_number(tokens.get(key)):
+            summed[key] += tokens[key]
+    cache = tokens.get("cache")
+    for key in ("read", "write"):
+        if isinstance(cache, dict) and is_number(cache.get(key)):
+            summed["cache"][key] += cache[key]
+    state.tokens = summed
 
 
 def _keep_part(state: OpenCodeState, part_id: str, text: str) -> None:
@@ -261,6 +280,8 @@ class OpenCode(Adapter):
             if is_number(cost):
                 state.cost += cost
                 state.saw_cost = True
+            if isinstance(part.get("tokens"), dict):
+                add_tokens(state, part["tokens"])
 
     def final_message(self, state: OpenCodeState, run) -> str:
         return "".join(state.text_parts.values())[-FINAL_LIMIT:].strip()
@@ -275,8 +296,14 @@ class OpenCode(Adapter):
             "resumeLast": opts["resumeLast"],
         }
 
+    def reported_usage(self, state: OpenCodeState) -> dict | None:
+        return state.tokens
+
+    def reported_cost(self, state: OpenCodeState) -> float | None:
+        return round(state.cost, 6) if state.saw_cost else None
+
     def trailing_fields(self, state: OpenCodeState) -> dict:
-        return {"cost": round(state.cost, 6) if state.saw_cost else None}
+        return {"cost": self.reported_cost(state)}
 
     def summary_lines(self, opts: dict, state: OpenCodeState, result: dict) -> list[str]:
         lines = []

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,13 +29,150 @@ def _private_state_home(tmp_path_factory):
         yield state
 
 
+_roots_indexes = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _private_roots_index(_private_state_home, monkeypatch):
+    """Each state dir that holds runs is listed in the roots index, under the real home
+    unless DELEGATE_STATE_ROOTS names another file: each test gets a file of its own, so
+    no test finds another's runs through it and none lands in the user's."""
+    index = _private_state_home / f"roots-{next(_roots_indexes)}.json"
+    monkeypatch.setenv("DELEGATE_STATE_ROOTS", str(index))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_temp_dir(tmp_path_factory):
-    """Relays put run directories under $TMPDIR/delegate-relay: keep them out of the real one."""
+    """Relays put run directories under $TMPDIR/delegate-relay: keep them out of the real one.
+
+    This process looked its temp dir up before (pytest did, for tmp_path) and
+    keeps the answer; it looks again, so code run in here uses the new one too.
+    """
     temp = tmp_path_factory.mktemp("tmpdir")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TMPDIR", str(temp))
+        patch.setattr(tempfile, "tempdir", None)
         yield temp
+
+
+def _user_run_roots() -> list[str]:
+    """Where runs land outside the suite: the run store and its worktrees under the user's
+    XDG_STATE_HOME and under HOME's default (~/.local/state), and the shared run root under
+    the user's temp dir and under /tmp. Read before a fixture points any of them elsewhere."""
+    states = [os.path.join(os.path.expanduser("~"), ".local", "state")]
+    configured = os.environ.get("XDG_STATE_HOME")
+    if configured and os.path.isabs(configured):
+        states.insert(0, configured)
+    roots = [os.path.join(s, "delegate-skills", d) for s in states for d in ("runs", "worktrees")]
+    roots += [os.path.join(t, "delegate-relay") for t in (tempfile.gettempdir(), "/tmp")]
+    return list(dict.fromkeys(os.path.abspath(root) for root in roots))
+
+
+def _user_roots_indexes() -> list[str]:
+    """The user's roots index (the list of their state dirs): HOME's default, and the file
+    DELEGATE_STATE_ROOTS names."""
+    found = [os.path.join(os.path.expanduser("~"), ".local", "state", "delegate-skills",
+                          "roots.json")]  # fmt: skip
+    named = os.environ.get("DELEGATE_STATE_ROOTS")
+    if named and os.path.isabs(named):
+        found.append(named)
+    return list(dict.fromkeys(found))
+
+
+def _head(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(1024 * 1024)
+    except OSError:
+        return None
+
+
+#: Each of the user's run roots and what it held when the session started.
+_USER_ROOTS_BEFORE: dict[str, set[str]] = {}
+#: The user's roots indexes as the session found them.
+_USER_INDEXES_BEFORE: dict[str, bytes | None] = {}
+_LEFT_IN_USER_ROOTS: list[str] = []
+
+
+def _listing(root: str) -> set[str]:
+    try:
+        return set(os.listdir(root))
+    except OSError:
+        return set()
+
+
+def _names(entry: str, needle: bytes) -> bool:
+    """Whether a run directory, record or worktree names `needle` (this session's temp dir)
+    in one of its top-level files (run.json, record.json, a worktree's .git, ...)."""
+    try:
+        names = sorted(os.listdir(entry))[:64] if os.path.isdir(entry) else [""]
+    except OSError:
+        return False
+    for name in names:
+        path = os.path.join(entry, name) if name else entry
+        try:
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as handle:
+                    if needle in handle.read(256 * 1024):
+                        return True
+        except OSError:
+            continue
+    return False
+
+
+#: The fixture that fetches the Skills CLI and a Node from npm (tests/skillscli.py).
+DOWNLOADING_FIXTURE = "skills_command"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """A test that needs the downloaded Skills CLI is `skillscli`: it runs when asked for
+    (-m skillscli), never as a side effect of the plain test command."""
+    for item in items:
+        if DOWNLOADING_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skillscli)
+
+
+def _is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    if not _is_xdist_worker(session.config):
+        _USER_ROOTS_BEFORE.update({root: _listing(root) for root in _user_run_roots()})
+        _USER_INDEXES_BEFORE.update({path: _head(path) for path in _user_roots_indexes()})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when a test left a run in the user's own run roots.
+
+    Only what names this session's temp dir counts: a run the user starts
+    while the suite runs is theirs.
+    """
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if _is_xdist_worker(session.config) or not _USER_ROOTS_BEFORE or factory is None:
+        return
+    needle = str(factory.getbasetemp()).encode()
+    for root, before in _USER_ROOTS_BEFORE.items():
+        for name in sorted(_listing(root) - before):
+            if _names(os.path.join(root, name), needle):
+                _LEFT_IN_USER_ROOTS.append(os.path.join(root, name))
+    for path, before in _USER_INDEXES_BEFORE.items():
+        now = _head(path)
+        if now != before and now is not None and needle in now:
+            _LEFT_IN_USER_ROOTS.append(path)
+    if _LEFT_IN_USER_ROOTS and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _LEFT_IN_USER_ROOTS:
+        terminalreporter.write_line(
+            "tests left runs in the user's own state and run roots (a test's subprocess lost "
+            "the session's XDG_STATE_HOME, DELEGATE_STATE_ROOTS or TMPDIR): "
+            f"{', '.join(_LEFT_IN_USER_ROOTS)}",
+            red=True,
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -104,8 +104,8 @@ def test_a_bad_task_stops_the_batch_before_any_run(source, tmp_path, tasks, mess
          "--host '-oProxyCommand=touch pwned' is not a host ssh can reach; give an alias from "
          "your ssh config or user@host"),
         ({"implementer": None, "lane": "unapproved"},
-         "project fleet config is not trusted; review and approve it with delegate-setup "
-         "before dispatch"),
+         "project fleet config is not trusted: <repo>/.delegate/config.json has not been "
+         'approved yet; review it, then approve it: delegate config approve --cwd "<repo>"'),
     ],
 )  # fmt: skip
 def test_each_task_is_checked_as_its_relay_checks_it_before_any_run(
@@ -125,6 +125,7 @@ def test_each_task_is_checked_as_its_relay_checks_it_before_any_run(
     ])  # fmt: skip
     plan = tmp_path / "plan" / "batch.json"
     assert (code, report) == (2, {})
+    message = message.replace("<repo>", str(source.repo))
     assert err == f"delegate: {plan}: task 2: {message} (brief b.md)\n"
     assert source.worktrees() == [str(source.repo)]
     assert source.bench.fake.calls() == []

@@ -7,7 +7,7 @@ import os
 import shutil
 
 import pytest
-from conftest import fleet_doc, git, make_repo, node_bytes, script, write_json
+from conftest import SETUP_SCRIPTS, fleet_doc, git, make_repo, node_bytes, script, write_json
 
 # The bytes `config.mjs write --scope project` writes for GOLDEN_DOC, and the
 # approval file it writes beside them under .git.
@@ -79,8 +79,10 @@ def test_one_byte_edit_fails_closed_but_global_lanes_still_resolve(repo, global_
     result = resolve(repo, "feature", "claude")
     assert result.code == 2
     assert result.err == (
-        "lane.py: project fleet config is not trusted; "
-        "review and approve it with delegate-setup before dispatch\n"
+        f"lane.py: project fleet config is not trusted: {config} changed since it was "
+        f'approved; review it, then approve it: delegate config approve --cwd "{repo}", or '
+        f'from the skill folders: python3 "{SETUP_SCRIPTS / "config.py"}" approve --cwd '
+        f'"{repo}"\n'
     )
     assert result.out == ""
     still = resolve(repo, "tests", "grok")

@@ -95,8 +95,8 @@ def test_tools_and_their_schemas(world):
     assert schemas["lane_resolve"]["required"] == ["lane", "implementer"]
     # The relay's own flag name, and the name dispatch and runs_list return.
     assert schemas["dispatch"]["required"] == ["implementer", "cd"]
-    assert schemas["runs_wait"]["required"] == ["outDir"]
-    assert schemas["runs_show"]["required"] == ["outDir"]
+    assert schemas["runs_wait"]["required"] == ["run"]
+    assert schemas["runs_show"]["required"] == ["run"]
 
 
 def test_each_tool_returns_what_its_command_prints(world):

@@ -312,11 +312,11 @@ def test_a_binary_file_in_a_worktree_run_counts_no_lines(tmp_path, home):
 def test_a_failed_worktree_add_leaves_no_branch_behind(tmp_path, home):
     """git makes the branch, then cannot make the worktree: its name is too long for the disk.
 
-    The worktree's folder is `<repo name>-<run id>` (23 characters more), so a
-    repository named with 240 characters gives a name past NAME_MAX (255):
+    The worktree's folder is `<repo name>-<run id>` (9 characters more), so a
+    repository named with 250 characters gives a name past NAME_MAX (255):
     `git worktree add -b` has made the branch by then, and the relay deletes it.
     """
-    long_name = "r" * 240
+    long_name = "r" * 250
     source = Source(tmp_path, "codex", repo=tmp_path / long_name)
     source.bench.script({})
     run = source.relay("--worktree")

@@ -438,7 +438,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "effort", "project",
         "sandbox", "readOnly", "dangerouslySkipPermissions", "resumed", "agyVersion",
         "projectId", "conversationId", "startedAt", "finishedAt", "briefPath", "finalPath",
-        "logPath", "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "logPath", "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert not os.path.exists(bench.out / "events.jsonl")
 

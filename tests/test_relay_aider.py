@@ -427,7 +427,7 @@ def test_missing_binary_writes_the_result_with_an_error(bench):
         None,
     )
     assert result["error"] == "`aider` was not found on PATH; nothing was dispatched"
-    tail = ["finalMessage", "touchedFiles", "changes", "changesUnavailable", "relayRunId",
+    tail = ["finalMessage", "touchedFiles", "changes", "changesUnavailable", "overlap", "relayRunId",
             "implementerArgv", "error"]  # fmt: skip
     assert list(result)[-len(tail) :] == tail
     assert result["implementerArgv"] is None
@@ -475,6 +475,6 @@ def test_result_field_order(bench):
     assert list(bench.result) == [
         "schema", "lane", "laneSource", "tool", "workdir", "model", "editFormat", "readOnly",
         "resumed", "aiderVersion", "startedAt", "finishedAt", "briefPath", "finalPath",
-        "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "stderrPath", "status", "exitCode", "signal", "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert bench.result["tool"] == "aider"

@@ -254,7 +254,7 @@ def test_result_field_order(bench):
         "autoApprove", "clineVersion", "startedAt", "finishedAt", "briefPath", "finalPath",
         "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
         "actualProvider", "actualModel", "usage", "finishReason", "durationMs", "finalMessage",
-        "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
 
 
@@ -262,7 +262,7 @@ def test_failed_result_field_order(bench):
     bench.script({"actions": [{"stdout": lines(run_result("error"))}]})
     bench.relay("--plan", env=bench.fake.env(**DETECT_ONLY))
     assert tail_from(bench.result, "finalMessage") == [
-        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "confined", "confinedUnavailable",
+        "finalMessage", "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv", "confined", "confinedUnavailable",
         "readOnlyViolation", "readOnlyEnforced", "readOnlyUnenforced", "stderrTail", "error",
     ]  # fmt: skip
 

@@ -216,5 +216,5 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "workdir", "sandbox", "model", "effort", "resumeLast",
         "session", "cleanEnv", "keepEnv", "codexVersion", "startedAt", "finishedAt", "briefPath",
         "eventsPath", "finalPath", "status", "exitCode", "signal", "threadId", "finalMessage",
-        "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip

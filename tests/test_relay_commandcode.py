@@ -508,7 +508,7 @@ def test_result_field_order(bench):
         "effort", "maxTurns", "session", "continueLast", "cleanEnv", "keepEnv",
         "commandCodeVersion", "startedAt", "finishedAt", "briefPath", "eventsPath", "finalPath",
         "status", "exitCode", "signal", "sessionId", "resultLine", "resultSubtype",
-        "stopReason", "usage", "durationMs", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "stopReason", "usage", "durationMs", "finalMessage", "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
         "readOnlyViolation",
     ]  # fmt: skip
 
@@ -593,11 +593,12 @@ def test_a_case_aliased_result_is_refused(bench, monkeypatch):
             return real(path)
         return any(entry.lower() == name.lower() for entry in os.listdir(folder))
 
-    monkeypatch.setattr(os.path, "lexists", case_insensitive)
-    with pytest.raises(Usage) as refused:
-        adapter("commandcode").check_out_dir(str(bench.out))
+    # Only this patch is undone: the suite's own (the private roots index) stay.
+    with monkeypatch.context() as patch:
+        patch.setattr(os.path, "lexists", case_insensitive)
+        with pytest.raises(Usage) as refused:
+            adapter("commandcode").check_out_dir(str(bench.out))
     assert str(refused.value) == "--out-dir contains a case-aliased result.json artifact"
-    monkeypatch.undo()
     # On this case-sensitive file system RESULT.JSON is just another file, left alone.
     assert run_cc(bench).code == 0
     assert alias.read_text() == json.dumps(PRIOR)

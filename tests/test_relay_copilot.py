@@ -257,6 +257,6 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "effort", "readOnly",
         "allowAllTools", "resumed", "sessionId", "copilotVersion", "startedAt", "finishedAt",
         "briefPath", "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal",
-        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert bench.result["tool"] == "copilot"

@@ -252,5 +252,5 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "readOnly", "force",
         "sandbox", "resumed", "cursorAgentVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
-        "resolvedModel", "permissionMode", "usage", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "resolvedModel", "permissionMode", "usage", "finalMessage", "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip

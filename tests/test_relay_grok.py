@@ -300,12 +300,12 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "autonomy", "model", "effort",
         "resumeLast", "grokVersion", "startedAt", "finishedAt", "briefPath", "eventsPath",
         "finalPath", "status", "exitCode", "signal", "sessionId", "finalMessage", "usage",
-        "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     bench.script({"exit": 3})
     bench.relay("--read-only", env=bench.fake.env(**DETECT_ONLY))
     assert tail_from(bench.result, "usage") == [
-        "usage", "touchedFiles", "changes", "relayRunId", "implementerArgv", "confined", "confinedUnavailable", "readOnlyViolation", "readOnlyEnforced",
+        "usage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv", "confined", "confinedUnavailable", "readOnlyViolation", "readOnlyEnforced",
         "readOnlyUnenforced", "stderrTail",
     ]  # fmt: skip
 

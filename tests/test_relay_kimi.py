@@ -217,7 +217,7 @@ def test_result_field_order(bench):
     assert list(bench.result) == [
         "schema", "lane", "laneSource", "tool", "workdir", "model", "resumed", "kimiVersion",
         "startedAt", "finishedAt", "briefPath", "finalPath", "eventsPath", "stderrPath",
-        "status", "exitCode", "signal", "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "status", "exitCode", "signal", "sessionId", "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
 
 

@@ -272,6 +272,6 @@ def test_result_field_order(bench):
         "readOnly", "yolo", "projectTrusted", "resumed", "ompVersion", "startedAt", "finishedAt",
         "briefPath", "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal",
         "sessionId", "actualProvider", "actualModel", "usage", "stopReason", "finalMessage",
-        "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert bench.result["tool"] == "omp"

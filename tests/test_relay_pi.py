@@ -242,5 +242,5 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "provider", "model", "readOnly",
         "projectTrusted", "resumed", "piVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "sessionId",
-        "actualProvider", "actualModel", "usage", "stopReason", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "actualProvider", "actualModel", "usage", "stopReason", "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip

@@ -403,5 +403,5 @@ def test_result_field_order(bench):
         "permissionMode", "readOnly", "toolSurface", "resumed", "qoderVersion", "startedAt",
         "finishedAt", "briefPath", "finalPath", "eventsPath", "stderrPath", "status",
         "exitCode", "signal", "sessionId", "actualModel", "actualPermissionMode", "usage",
-        "resultSubtype", "qoderErrors", "permissionDenials", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "resultSubtype", "qoderErrors", "permissionDenials", "finalMessage", "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip

@@ -247,7 +247,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "agent", "maxTurns", "maxPrice",
         "maxTokens", "resumed", "sessionId", "vibeVersion", "startedAt", "finishedAt",
         "briefPath", "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal",
-        "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert (result["maxPrice"], result["maxTurns"], result["tool"]) == (0.5, None, "vibe")
     assert result["vibeVersion"] == "fake-cli 0.0.0"

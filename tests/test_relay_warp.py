@@ -303,7 +303,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "tool", "workdir", "model", "profile",
         "snapshotDisabled", "resumed", "ozVersion", "startedAt", "finishedAt", "briefPath",
         "finalPath", "eventsPath", "stderrPath", "status", "exitCode", "signal", "runId",
-        "runUrl", "conversationId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "runUrl", "conversationId", "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
     ]  # fmt: skip
     assert (bench.result["tool"], bench.result["ozVersion"]) == ("oz", "fake-cli 0.0.0")
 
@@ -316,6 +316,7 @@ def test_failed_result_field_order(bench):
         "finalMessage",
         "touchedFiles",
         "changes",
+        "overlap",
         "relayRunId",
         "implementerArgv",
         "stderrTail",

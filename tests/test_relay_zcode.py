@@ -445,7 +445,7 @@ def test_result_field_order(bench):
         "schema", "lane", "laneSource", "workdir", "mode", "readOnly", "disallowedTools",
         "resumeLast", "session", "zcodeVersion", "zcodeSource", "zcodePath", "startedAt",
         "finishedAt", "briefPath", "outputPath", "finalPath", "status", "exitCode", "signal",
-        "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "sessionId", "finalMessage", "tokenUsage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
         "readOnlyViolation", "usage", "contextWindow",
     ]  # fmt: skip
 
@@ -454,7 +454,7 @@ def test_plan_result_field_order(bench):
     bench.script({"actions": [{"stdout": "garbled"}], "exit": 4})
     run_zcode(bench, "--read-only", **DETECT_ONLY)
     assert tail_from(bench.result, "sessionId") == [
-        "sessionId", "finalMessage", "touchedFiles", "changes", "relayRunId", "implementerArgv",
+        "sessionId", "finalMessage", "touchedFiles", "changes", "overlap", "relayRunId", "implementerArgv",
         "confined", "confinedUnavailable", "readOnlyViolation", "readOnlyEnforced",
         "readOnlyUnenforced", "usage", "contextWindow", "parseWarning", "stderrTail",
     ]  # fmt: skip

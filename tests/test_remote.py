@@ -81,7 +81,7 @@ def test_a_remote_run_comes_back_as_a_branch_and_lands_with_runs_apply(remote):
     assert result["status"] == "completed"
     assert result["host"] == "devbox"
     branch = result["worktree"]["branch"]
-    assert branch.startswith("delegate/")
+    assert branch == f"delegate/{result['relayRunId']}"  # the run id every runs command takes
     assert git(remote.repo, "branch", "--list", branch).strip().endswith(branch)
     assert result["worktree"]["source"] == str(remote.repo)
     assert [(f["path"], f["status"]) for f in result["changes"]["files"]] == [

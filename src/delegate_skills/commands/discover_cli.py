@@ -55,6 +55,28 @@ def _discover_progress(entry: dict) -> None:
     click.echo(f"{entry['key']:<12} " + "  ·  ".join(parts), err=True)
 
 
+class _Answered:
+    """Progress on one line of stderr, redrawn as each CLI answers and erased at the end.
+
+    For a terminal that shows stdout too: the table printed after it names every CLI
+    once, so the progress does not name them again line by line.
+    """
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def __call__(self, entry: dict) -> None:
+        self.keys.append(entry["key"])
+        shown = f"discovering… {len(self.keys)} answered (latest: {entry['key']})"
+        sys.stderr.write(f"\r\x1b[K{shown}")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.keys:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
 @click.command("discover")
 @click.argument("keys", nargs=-1, metavar="[KEY]...")
 @click.option("--usage", is_flag=True, help="Add session counts and last use (listings only).")
@@ -72,7 +94,8 @@ def discover_command(
     Answers are remembered (under $XDG_CACHE_HOME/delegate-skills/) until the
     CLI's binary or sign-in files change, or for 15 minutes for sign-in: a
     second run answers at once. KEY probes only those CLIs. On a terminal,
-    stderr shows a line for each CLI as it answers. The JSON is the Node
+    stderr shows a line for each CLI as it answers (one line, redrawn, when stdout is
+    the terminal too, where the table follows). The JSON is the Node
     bundle's document plus `probed`, `cached` and `probeSeconds`. With --host,
     the document that machine gives, plus `host`, `python`, `git` and `root`.
     """
@@ -92,12 +115,18 @@ def discover_command(
     from ..discover.cache import cache_path
 
     progress = _discover_progress if sys.stderr.isatty() else None
+    if progress is not None and sys.stdout.isatty() and not as_json:
+        progress = _Answered()
     if progress is not None and not os.path.exists(cache_path()):
         click.echo("delegate: the first discover probes every CLI and may take a minute",
                    err=True)  # fmt: skip
-    report, details = discover_cached(
-        with_usage=usage, only=set(keys) or None, fresh=fresh, progress=progress
-    )
+    try:
+        report, details = discover_cached(
+            with_usage=usage, only=set(keys) or None, fresh=fresh, progress=progress
+        )
+    finally:
+        if isinstance(progress, _Answered):
+            progress.clear()
     from .doctor import missing_tools
 
     needs = {}

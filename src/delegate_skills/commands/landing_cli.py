@@ -78,24 +78,45 @@ def apply_text(report: dict) -> str:
     ]
     for label, key in (("added", "added"), ("modified", "modified"), ("deleted", "deleted")):
         lines += [f"  {label:<9}{path}" for path in report[key]]
-    lines.append("review the diff (git diff), re-run the project's gates, then commit it yourself")
+    left = report.get("leftOut") or []
+    if left:
+        lines.append(f"left out {len(left)} file(s) the run changed:")
+        lines += [f"  {path}" for path in left]
+    lines.append(
+        "review it: git status lists the new files (git diff leaves them out), git diff the "
+        "edits; re-run the project's gates, then commit it yourself"
+        if report["added"]
+        else "review the diff (git diff), re-run the project's gates, then commit it yourself"
+    )
     return "\n".join(lines)
 
 
 @click.command("apply")
 @run_ref()
+@click.option("--only", "only", multiple=True, metavar="PATH",
+              help="Land only this file, or what is under this folder (repeatable).")  # fmt: skip
+@click.option("--exclude", "exclude", multiple=True, metavar="PATH",
+              help="Leave this file or folder out (repeatable; wins over --only).")  # fmt: skip
 @JSON_OPTION
-def runs_apply(out_dir: str, as_json: bool) -> None:
-    """Bring a finished --worktree run's recorded change into its source work tree, uncommitted.
+def runs_apply(
+    out_dir: str, only: tuple[str, ...], exclude: tuple[str, ...], as_json: bool
+) -> None:
+    """Bring a finished --worktree run's change into its source work tree, uncommitted.
 
-    What lands is the run's change record (what `runs diff` shows), not the
-    worktree as it is now. A three-way apply: when the source has changes that
-    conflict with the run's, nothing is written and the files are named. The
-    source's index is left as it is.
+    apply lands the run's recorded change: the change record `runs diff`
+    shows, not the worktree as it is now. --only PATH and --exclude PATH land
+    part of it: each PATH is a file or a folder, written as `runs diff
+    --name-only` prints it (relative to the repository root, no patterns); a
+    PATH the run did not change is an error (exit 2) and nothing lands. What
+    lands is recorded, so `runs undo` takes back exactly that; what was left
+    out is listed. A three-way apply: paths that hold uncommitted changes of
+    yours are named before anything is written, and merged, never
+    overwritten; when they conflict with the run's, nothing is written and
+    the files are named. The source's index is left as it is.
     """
     from ..runs import apply
 
-    emit(apply.apply(out_dir), as_json, apply_text)
+    emit(apply.apply(out_dir, only, exclude), as_json, apply_text)
 
 
 def discard_text(report: dict) -> str:

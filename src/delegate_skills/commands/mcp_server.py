@@ -23,8 +23,10 @@ from typing import Annotated
 INSTRUCTIONS = (
     "delegate-skills: find installed coding-agent CLIs, read the fleet lanes, dispatch a "
     "brief to an implementer and wait for its result.json. Typical use: lane_resolve or "
-    "doctor, then dispatch (returns the run's out dir), then runs_wait (runs_cancel ends a "
-    "run), then review the diff yourself and commit. dispatch with worktree=true, and "
+    "doctor, then dispatch (returns the run's id and out dir), then runs_wait with that id "
+    "(runs_cancel ends a run), then review the diff yourself and commit. Every runs_* tool "
+    "and review names the run by `run`: its run id (or a unique prefix) or its directory. "
+    "dispatch with worktree=true, and "
     "fanout (one brief to several lanes or implementers at once, blocking until all end), "
     "run in new git worktrees "
     "outside the user's tree and write nothing to it; the user lands the run they keep with "
@@ -278,7 +280,11 @@ def start_relay(
             pass  # it exited before reading the brief: its stderr says why
     if not _started(proc, out_dir):
         raise CommandFailed(_start_failure(proc, out_dir))
-    return {"outDir": out_dir, "pid": proc.pid, "implementer": implementer, "lane": lane}
+    from ..runstore.record import by_out_dir
+
+    found = by_out_dir(out_dir)
+    return {"runId": found.id if found is not None else None, "outDir": out_dir,
+            "pid": proc.pid, "implementer": implementer, "lane": lane}  # fmt: skip
 
 
 def _started(proc: subprocess.Popen, out_dir: str) -> bool:
@@ -312,7 +318,7 @@ def _start_failure(proc: subprocess.Popen, out_dir: str) -> str:
 def build_server():
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from pydantic import Field
+    from pydantic import AliasChoices, Field
 
     from .. import __version__, jsjson
 
@@ -323,7 +329,15 @@ def build_server():
     ]
     Lane = Annotated[str, Field(description="A fleet lane name.")]
     Implementer = Annotated[str, Field(description="An implementer key, e.g. codex or claude.")]
-    OutDir = Annotated[str, Field(description="The run's directory (outDir), or its run id.")]
+    # `run` takes a run id or a run directory; `outDir`, its former name, is still accepted.
+    Run = Annotated[
+        str,
+        Field(
+            validation_alias=AliasChoices("run", "outDir"),
+            description="The run: its run id (runId from dispatch; a unique prefix will do) "
+            "or its directory (outDir).",
+        ),
+    ]
     Brief = Annotated[
         str | None, Field(description="The brief's text (or give briefFile). Not a path.")
     ]
@@ -403,15 +417,15 @@ def build_server():
         """Start `delegate relay IMPLEMENTER --cd CD` detached with this brief.
 
         Give the brief as `brief` (its text) or `briefFile` (a path). Returns the
-        run's `outDir` once the relay has started (a usage error is a tool error).
-        Wait with runs_wait(outDir); the relay never commits. With `worktree` the
-        run happens in its own new git worktree on branch delegate/<run id>,
-        outside CD, which stays untouched; its result gains `worktree` and
-        `diffstat`. Landing it is the user's, at the command line: `delegate runs
-        apply OUTDIR` (not a tool). `args` may not hold --setup or --check (the
-        relay runs their value as a shell command) or --no-confine: those are
-        the user's to give, at the command line; such a call is refused and
-        starts nothing.
+        run's `runId` and `outDir` once the relay has started (a usage error is a
+        tool error). Wait with runs_wait(run=runId); the relay never commits. With
+        `worktree` the run happens in its own new git worktree on branch
+        delegate/<runId>, outside CD, which stays untouched; its result gains
+        `worktree` and `diffstat`. Landing it is the user's, at the command line:
+        `delegate runs apply RUNID` (not a tool). `args` may not hold --setup or
+        --check (the relay runs their value as a shell command) or --no-confine:
+        those are the user's to give, at the command line; such a call is
+        refused and starts nothing.
         """
         try:
             text, path = brief_source(brief, briefFile, cd)
@@ -444,7 +458,7 @@ def build_server():
         diffstat, tokens and, for read-only runs, readOnlyViolation. Each run
         happens in its own new git worktree (branch delegate/<run id>) outside
         CD; nothing is committed or applied. Compare the runs with runs_show; the
-        user lands one with `delegate runs apply OUTDIR` at the command line.
+        user lands one with `delegate runs apply RUN` at the command line.
         For fire-and-forget use dispatch with worktree=true.
         """
         try:
@@ -463,15 +477,14 @@ def build_server():
         extra = [f"--root={root}" for root in roots or []]
         return call("runs", "list", "--json", *extra)
 
-    # `outDir`: the name dispatch and runs_list return it under, one spelling.
     @server.tool()
-    def runs_show(outDir: OutDir) -> str:
+    def runs_show(run: Run) -> str:
         """One run's state and result (`delegate runs show --json`)."""
-        return call("runs", "show", "--json", *operand(outDir))
+        return call("runs", "show", "--json", *operand(run))
 
     @server.tool()
     def runs_diff(
-        outDir: OutDir,
+        run: Run,
         stat: Annotated[bool, Field(description="A diffstat instead of the patch.")] = False,
         nameOnly: Annotated[bool, Field(description="Only the changed paths.")] = False,
     ) -> str:
@@ -480,22 +493,22 @@ def build_server():
         New and binary files are in the patch. Read-only.
         """
         mode = ["--stat"] if stat else ["--name-only"] if nameOnly else []
-        return call("runs", "diff", *mode, "--no-color", *operand(outDir))
+        return call("runs", "diff", *mode, "--no-color", *operand(run))
 
     @server.tool()
     def runs_wait(
-        outDir: OutDir,
+        run: Run,
         timeout: Annotated[
             str | None, Field(description="Give up after this h/m/s duration, e.g. 30m.")
         ] = None,
     ) -> str:
         """Wait until a run has a result (or is lost) (`delegate runs wait`)."""
         extra = [f"--timeout={timeout}"] if timeout else []
-        return call("runs", "wait", "--json", *extra, *operand(outDir), ok_codes=None)
+        return call("runs", "wait", "--json", *extra, *operand(run), ok_codes=None)
 
     @server.tool()
     def review(
-        outDir: OutDir,
+        run: Run,
         implementer: Annotated[
             str | None, Field(description="The reviewer: this implementer (or give lane).")
         ] = None,
@@ -512,16 +525,16 @@ def build_server():
         args = [f"--implementer={implementer}"] if implementer else []
         args += [f"--lane={lane}"] if lane else []
         args += ["--allow-self"] if allowSelf else []
-        return call("review", "--json", *args, *operand(outDir), ok_codes=None)
+        return call("review", "--json", *args, *operand(run), ok_codes=None)
 
     @server.tool()
-    def runs_cancel(outDir: OutDir) -> str:
+    def runs_cancel(run: Run) -> str:
         """End a running run as Ctrl-C would (`delegate runs cancel --json`).
 
         Its relay stops the implementer and everything it started and writes
         an `aborted` result.
         """
-        return call("runs", "cancel", "--json", *operand(outDir))
+        return call("runs", "cancel", "--json", *operand(run))
 
     return server
 

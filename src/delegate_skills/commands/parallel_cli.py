@@ -20,9 +20,6 @@ from .output import (
 
 # ---------------------------------------------------------------- fanout
 
-#: The most runs one fanout starts (lanes and implementers × hosts × attempts).
-MAX_RUNS = 256
-
 
 def _positive_jobs(_ctx, _param, value: int | None) -> int | None:
     if value is not None and value < 1:
@@ -93,28 +90,18 @@ def fanout_command(
     `delegate runs discard`. Exit 0 when every run completed, 1 when one did not,
     2 on a usage error, 128+n after signal n.
     """
+    from ..runs.attempts import expand, too_many
     from . import fanout
 
     if timeout is not None and durations.parse_timeout_ms(timeout) is None:
         raise click.BadParameter("use an h/m/s duration such as 30m or 90s", param_hint="--timeout")
-    kinds, machines = max(1, len(lanes) + len(implementers)), max(1, len(hosts))
-    if kinds * machines * attempts > MAX_RUNS:
-        raise click.BadParameter(
-            f"{kinds} lane(s) or implementer(s) × {machines} host(s) × {attempts} attempt(s) "
-            f"is {kinds * machines * attempts} runs; fanout starts at most {MAX_RUNS}",
-            param_hint="--attempts",
-        )
+    refused = too_many(len(lanes) + len(implementers), len(hosts), attempts)
+    if refused is not None:
+        raise click.BadParameter(refused, param_hint="--attempts")
     workdir = cwd_of(cd)
     planned = fanout.plan(workdir, list(lanes), list(implementers))
     hooks = [*_hook_args(setup, check), "--confine" if confine else "--no-confine"]
-    targets = [
-        fanout.Target(
-            t.implementer, t.lane, args=hooks, host=host, task=f"#{n + 1}" if attempts > 1 else None
-        )
-        for t in planned
-        for host in hosts or (None,)
-        for n in range(attempts)
-    ]
+    targets = expand(planned, list(hosts), attempts, hooks)
 
     def progress(line: str) -> None:
         click.echo(f"fanout: {line}", err=True)

@@ -49,10 +49,12 @@ def runs_list(
 ) -> None:
     """Every run the relays on this machine recorded, newest first.
 
-    Run directories under the run root (and each --root) that no relay here
-    recorded are listed as `foreign`; nothing acts on them. On a terminal, a
-    table: id, age, implementer (lane), status, landing, repository and what
-    the run changed.
+    Runs recorded under another state dir of yours (an MCP server started
+    without your XDG_STATE_HOME keeps its own) are listed too. Run directories
+    under the run root (and each --root) that no relay here recorded are listed
+    as `foreign`; nothing acts on them. On a terminal, a table: id, age,
+    implementer (lane), status, landing, repository, what the run changed and,
+    where the implementer reported it, the tokens it used.
     """
     from ..runs import view as runs_module
 
@@ -100,9 +102,12 @@ def _age(started: str | None) -> str:
 
 
 def runs_table(found: list[dict]) -> str:
-    """`runs list` for a person: one row per run, newest first."""
+    """`runs list` for a person: one row per run, newest first (with a tokens column when
+    an implementer reported its usage)."""
     home = os.path.expanduser("~")
     header = ("id", "age", "implementer", "status", "landing", "repository", "changes")
+    counted = any(run.get("tokens") is not None for run in found)
+    header = (*header, "tokens") if counted else header
     rows = []
     for run in found:
         who = run["implementer"] or "?"
@@ -117,8 +122,10 @@ def runs_table(found: list[dict]) -> str:
             if totals
             else "-"
         )
+        tokens = run.get("tokens")
+        shown = [str(tokens) if tokens is not None else "-"] if counted else []
         rows.append((run["id"] or "-", _age(run["startedAt"]), who, run["status"],
-                     run["landing"] or "-", repo, changed))  # fmt: skip
+                     run["landing"] or "-", repo, changed, *shown))  # fmt: skip
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     return "\n".join(
         "  ".join(f"{cell:<{w}}" for cell, w in zip(r, widths, strict=True)).rstrip()
@@ -151,6 +158,16 @@ def runs_show(out_dir: str, as_json: bool) -> None:
         click.echo(_run_text(run))
 
 
+#: What `runs wait` and `runs logs -f` exit with on Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
+
+
+def _stop_following() -> None:
+    """Ctrl-C while following a run: one line, exit 130; the run itself is not touched."""
+    click.echo("delegate: interrupted; the run goes on (it was not stopped)", err=True)
+    sys.exit(INTERRUPTED)
+
+
 @runs.command("wait")
 @run_ref()
 @click.option(
@@ -158,7 +175,13 @@ def runs_show(out_dir: str, as_json: bool) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON even on a terminal.")
 def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
-    """Wait until the run has a result; exit with its exit code (124 on timeout, 1 if lost)."""
+    """Wait until the run has a result; exit with its exit code.
+
+    Exit codes: the run's own exit code once it has ended; 124 when --timeout
+    passes first; 1 when the run was lost (its relay ended without a result);
+    2 when RUN names no run; 130 when interrupted (Ctrl-C); the run goes on, and
+    `runs wait` takes it up again.
+    """
     from ..runs import view as runs_module
     from ..runs.waiting import wait
 
@@ -170,7 +193,10 @@ def runs_wait(out_dir: str, timeout: str | None, as_json: bool) -> None:
                 "use an h/m/s duration such as 30m or 90s", param_hint="--timeout"
             )
         seconds = ms / 1000
-    run, timed_out = wait(out_dir, seconds)
+    try:
+        run, timed_out = wait(out_dir, seconds)
+    except KeyboardInterrupt:
+        _stop_following()
     state = {**run.summary(), "result": run.result}
     click.echo(jsjson.stringify(state, 2) if wants_json(as_json) else _run_text(run))
     if timed_out:
@@ -211,11 +237,18 @@ def cancel_text(report: dict) -> str:
 @run_ref()
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
 def runs_logs(out_dir: str, follow: bool) -> None:
-    """The implementer's events of RUN as readable lines (its kind and text)."""
+    """The implementer's events of RUN as readable lines (its kind and text).
+
+    With -f, exit 0 when the run ends, or 130 when interrupted (Ctrl-C); the run
+    goes on.
+    """
     from ..runs import logs as runlogs
 
     if follow:
-        runlogs.follow(out_dir, lambda line: click.echo(line))
+        try:
+            runlogs.follow(out_dir, lambda line: click.echo(line))
+        except KeyboardInterrupt:
+            _stop_following()
         return
     for line in runlogs.iter_all(out_dir):
         click.echo(line)

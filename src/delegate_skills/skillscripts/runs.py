@@ -1,4 +1,4 @@
-"""`python3 runs.py <command>`: follow, land, review and prune runs.
+"""`python3 runs.py <command>`: start attempts side by side, follow, land, review and prune runs.
 
 The same answers as `delegate runs …`, always as JSON, for an agent that has
 the skill folder and nothing installed.
@@ -23,10 +23,14 @@ Usage:
   python3 runs.py logs <out-dir> [-f]
   python3 runs.py diff <out-dir> [--stat | --name-only]
   python3 runs.py undo <out-dir>
-  python3 runs.py apply <out-dir>
+  python3 runs.py apply <out-dir> [--only <path>]... [--exclude <path>]...
   python3 runs.py discard <out-dir> [--force]
   python3 runs.py prune [--dry-run] [--older-than <age>] [--force] [--all]
   python3 runs.py review <out-dir> (--implementer <key> | --lane <name>) [--allow-self]
+  python3 runs.py fanout --brief <file> (--implementer <key> | --lane <name>)... [--cd <dir>]
+                  [--attempts <n>] [--jobs <n>] [--timeout <duration>] [--host <name>]...
+                  [--setup <cmd>] [--check <cmd>] [--no-confine]
+  python3 runs.py compare <out-dir>...
   python3 runs.py --help
 
 <out-dir> is the run's directory, or its run id (the start line and
@@ -39,18 +43,27 @@ list   every run the relays on this machine recorded, newest first; a run
 show   one run: its state, and its result.json once it has one
 wait   block until the run has a result; exit with the run's exit code
        (124 when --timeout passes first, 1 when the relay died without a
-       result, 2 when the directory holds no run and no relay is starting one)
+       result, 2 when the directory holds no run and no relay is starting one,
+       130 when you interrupt it with Ctrl-C: the run itself goes on)
 cancel end a running run as Ctrl-C would: its relay stops the implementer
        and everything it started and writes an aborted result
 logs   the implementer's events as readable lines; -f follows until the run ends
+       (Ctrl-C stops following, exit 130)
 diff   what that run itself changed, as a patch git applies (new and binary
        files included), from its change record; --stat or --name-only for less
 undo   take back exactly that run's change, while every path it touched still
        holds what it left (else exit 2 naming the paths changed since); for an
        applied --worktree run, the apply is taken back in the source
-apply  bring a finished --worktree run's change into the source work tree,
-       uncommitted (a three-way apply; when the source has conflicting
-       changes nothing is written and exit 2 names the files)
+apply  land a finished --worktree run's recorded change (what diff shows)
+       in the source work tree, uncommitted: a three-way apply; when the
+       source has conflicting changes nothing is written and exit 2 names
+       the files. --only <path> lands only those files or folders,
+       --exclude <path> leaves them out (it wins over --only); paths as
+       diff --name-only prints them, and one the run did not change is
+       exit 2 with nothing landed. The JSON lists applied, leftOut, and
+       overlap: the paths landed over uncommitted changes of yours (named
+       on stderr first; merged, never overwritten). undo takes back
+       exactly what landed
 discard  remove a finished --worktree run's worktree and delegate/... branch
        (refused, exit 2, when the branch has commits the source lacks,
        unless --force)
@@ -65,6 +78,19 @@ review another implementer reviews that run read-only (its brief and patch)
        and answers with a verdict: approve, request-changes, or null; needs the
        reviewer's <key>-delegate skill folder beside this one. A run is not
        reviewed by its own implementer unless --allow-self
+fanout one brief on several implementers (or lanes) at once, as delegate
+       fanout does: each run in its own worktree and branch, confined where
+       bubblewrap works (--no-confine: not); --attempts <n> runs each n
+       times. Each implementer runs through the relay in its own
+       <key>-delegate skill folder beside this one; a missing folder is
+       named with how to install it, and nothing starts. Waits for every
+       run, then prints the runs (each with its run id) and the next
+       commands (compare, apply <id>, discard <id>) as JSON, --json or
+       not. fanout exits 0 when every attempt completed, 1 when one did
+       not, 2 on a usage error or a missing folder (nothing started),
+       128+n after signal n
+compare runs side by side, to pick one: what each changed, its check, its
+       latest review's verdict, tokens, time
 
 Everything but diff and logs is printed as JSON on stdout.
 """
@@ -138,10 +164,35 @@ def _land(command: str, args: list[str]) -> int:
     from ..runs import apply, discard
 
     force = command == "discard" and "--force" in args
-    _, operands = _take_value([a for a in args if not (force and a == "--force")], None)
-    out_dir = _one_dir(command, operands)
-    _emit(apply.apply(out_dir) if command == "apply" else discard.discard(out_dir, force))
+    args = [a for a in args if not (force and a == "--force")]
+    if command == "apply":
+        only, args = _take_value_keep(args, "--only")
+        exclude, args = _take_value_keep(args, "--exclude")
+        for flag in ("--only", "--exclude"):
+            if flag in args:
+                raise fail(SCRIPT, f"{flag} requires a value")
+        _, operands = _take_value(args, None)
+        _emit(apply.apply(_one_dir(command, operands), tuple(only), tuple(exclude)))
+        return 0
+    _, operands = _take_value(args, None)
+    _emit(discard.discard(_one_dir(command, operands), force))
     return 0
+
+
+def _relay_beside(key: str, need: str, otherwise: str) -> list[str]:
+    """How to run implementer `key`'s relay: the relay.py of its own <key>-delegate skill
+    folder, beside this one (both where this script was started from, so copies and
+    links installed side by side find each other). Raises ScriptExit naming the folder
+    when it is not there: `<need> needs ...; <otherwise>`."""
+    import os
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))
+    folder = os.path.join(os.path.dirname(here), f"{key}-delegate")
+    script = os.path.join(folder, "scripts", "relay.py")
+    if not os.path.isfile(script):
+        raise fail(SCRIPT, f"{need} needs the {key}-delegate skill folder beside this one "
+                           f"({folder}); {otherwise}")  # fmt: skip
+    return [sys.executable, script]
 
 
 def _review(args: list[str]) -> int:
@@ -155,18 +206,9 @@ def _review(args: list[str]) -> int:
     args = [a for a in args if a != "--allow-self"]
     lanes, args = _take_value_keep(args, "--lane")
     keys, operands = _take_value(args, "--implementer")
-    here = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))
 
     def sibling(key: str) -> list[str]:
-        folder = os.path.join(os.path.dirname(here), f"{key}-delegate")
-        script = os.path.join(folder, "scripts", "relay.py")
-        if not os.path.isfile(script):
-            raise fail(
-                SCRIPT,
-                f"review by {key} needs the {key}-delegate skill folder "
-                f"beside this one ({folder}); install it, or use delegate review",
-            )
-        return [sys.executable, script]
+        return _relay_beside(key, f"review by {key}", "install it, or use delegate review")
 
     root = default_root()
     ensure_private_root(root)
@@ -206,6 +248,107 @@ def _prune(args: list[str]) -> int:
             raise fail(SCRIPT, "--older-than must be days or an h/m/s duration: 7d, 12h, 90m, 0")
     _emit(prune.prune("--dry-run" in args, seconds, "--force" in args, everywhere="--all" in args))
     return 0
+
+
+#: fanout's flags that take a value, as `delegate fanout` names them.
+_FANOUT_VALUES = ("--brief", "--cd", "--implementer", "--lane", "--jobs", "--timeout",
+                  "--attempts", "--host", "--setup", "--check")  # fmt: skip
+_INSTALL = (
+    "install it there (delegate skills install {skill}, or the Skills CLI: "
+    "npx skills add <source> -s {skill}), or use delegate fanout"
+)
+
+
+def _fanout_args(args: list[str]) -> tuple[dict[str, list[str]], bool]:
+    """({flag: its values}, confine) from fanout's arguments; anything else is refused."""
+    values: dict[str, list[str]] = {flag: [] for flag in _FANOUT_VALUES}
+    confine, i = True, 0
+    while i < len(args):
+        arg = args[i]
+        if arg in values:
+            if i + 1 >= len(args):
+                raise fail(SCRIPT, f"{arg} requires a value")
+            values[arg].append(args[i + 1])
+            i += 2
+        elif arg in ("--confine", "--no-confine"):
+            confine = arg == "--confine"
+            i += 1
+        elif arg == "--json":  # what it prints anyway
+            i += 1
+        elif arg.startswith("-"):
+            raise fail(SCRIPT, f"unknown option: {arg}")
+        else:
+            raise fail(SCRIPT, f"unexpected argument: {arg}")
+    return values, confine
+
+
+def _count(values: dict[str, list[str]], flag: str) -> int | None:
+    if not values[flag]:
+        return None
+    text = values[flag][-1]
+    if not text.isdigit() or int(text) < 1:
+        raise fail(SCRIPT, f"{flag} must be 1 or more")
+    return int(text)
+
+
+def _fanout(args: list[str]) -> int:
+    """One brief on several implementers, each through its own skill folder beside this one."""
+    import os
+
+    from .. import invocation
+    from ..runs import attempts
+
+    values, confine = _fanout_args(args)
+    if not values["--brief"]:
+        raise fail(SCRIPT, "fanout needs --brief <file>")
+    brief = os.path.abspath(values["--brief"][-1])
+    if not os.path.isfile(brief):
+        raise fail(SCRIPT, f"--brief {brief}: no such file")
+    workdir = os.path.abspath(values["--cd"][-1]) if values["--cd"] else os.getcwd()
+    if not os.path.isdir(workdir):
+        raise fail(SCRIPT, f"--cd {workdir}: no such directory")
+    jobs, repeat = _count(values, "--jobs"), _count(values, "--attempts") or 1
+    timeout = values["--timeout"][-1] if values["--timeout"] else None
+    if timeout is not None and durations.parse_timeout_ms(timeout) is None:
+        raise fail(SCRIPT, "--timeout must be an h/m/s duration such as 30m or 90s")
+    hooks = []
+    for flag in ("--setup", "--check"):
+        if values[flag]:
+            if not values[flag][-1].strip():
+                raise fail(SCRIPT, f"{flag} needs a command")
+            hooks += [flag, values[flag][-1]]
+    hooks.append("--confine" if confine else "--no-confine")
+    lanes, keys, hosts = values["--lane"], values["--implementer"], values["--host"]
+    refused = attempts.too_many(len(lanes) + len(keys), len(hosts), repeat)
+    if refused is not None:
+        raise fail(SCRIPT, refused)
+    planned = attempts.plan(workdir, lanes, keys, has_relay=lambda _key: True)
+    relays = {}
+    for target in planned:  # every folder is there before anything starts
+        key = target.implementer
+        if key not in relays:
+            skill = f"{key}-delegate"
+            relays[key] = _relay_beside(key, f"fanout on {key}", _INSTALL.format(skill=skill))
+    targets = attempts.expand(planned, hosts, repeat, hooks)
+
+    def progress(line: str) -> None:
+        sys.stderr.write(f"{SCRIPT}: {line}\n")
+        sys.stderr.flush()
+
+    runner = attempts.Fanout(targets, brief, workdir, jobs or len(targets), timeout, progress,
+                             relay_for=relays.__getitem__)  # fmt: skip
+    rows = attempts.with_ids(runner.run())
+    here = invocation.runs_command()
+    ids = [row["id"] for row in rows if row["id"]]
+    steps = {
+        "compare": f"{here} compare {' '.join(ids)}" if ids else None,
+        "apply": f"{here} apply <id>",
+        "discard": f"{here} discard <id>",
+    }
+    _emit({"runs": rows, "next": steps})
+    if steps["compare"] is not None:
+        progress(f"{len(rows)} attempts done; compare them: {steps['compare']}")
+    return attempts.exit_code(rows, runner.interrupted)
 
 
 def _run(argv: list[str]) -> int:
@@ -249,6 +392,16 @@ def _run(argv: list[str]) -> int:
         return _prune(args)
     if command == "review":
         return _review(args)
+    if command == "fanout":
+        return _fanout(args)
+    if command == "compare":
+        from ..runs.attempts import compare
+
+        _, operands = _take_value(args, None)
+        if not operands:
+            raise fail(SCRIPT, "compare needs one or more run directories or ids")
+        _emit({"runs": compare(operands)})
+        return 0
     if command == "cancel":
         _, operands = _take_value(args, None)
         from ..runs.waiting import cancel

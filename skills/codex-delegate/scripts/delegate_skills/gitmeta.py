@@ -59,15 +59,25 @@ def git_argv(cwd: str, args: tuple[str, ...] | list[str]) -> list[str]:
     return [*argv, "-C", cwd, *args]
 
 
+#: HEAD's tree when HEAD has no commit yet (RepoPaths.head_tree).
+UNBORN = "unborn"
+
+
 class RepoPaths:
-    __slots__ = ("common_dir", "git_dir", "toplevel")
+    __slots__ = ("common_dir", "git_dir", "head_tree", "toplevel")
 
     def __init__(
-        self, toplevel: str | None, git_dir: str | None, common_dir: str | None = None
+        self,
+        toplevel: str | None,
+        git_dir: str | None,
+        common_dir: str | None = None,
+        head_tree: str | None = None,
     ) -> None:
         self.toplevel = toplevel
         self.git_dir = git_dir
         self.common_dir = common_dir or git_dir
+        #: HEAD's tree when the paths were asked (UNBORN before a first commit; None: unknown).
+        self.head_tree = head_tree
 
 
 def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
@@ -126,13 +136,21 @@ def repo_paths(cwd: str) -> RepoPaths:
     that holds a newline makes the answer ambiguous, and each is asked alone.
     """
     questions = ("--show-toplevel", "--absolute-git-dir", "--git-common-dir")
-    out = run_git(cwd, "rev-parse", *questions)
-    if out is None:
+    # HEAD's tree in the same process: its answer is a fourth line, or none (exit 1, nothing
+    # said) before a first commit.
+    asked = run_argv(
+        git_argv(cwd, ["rev-parse", *questions, "--verify", "-q", "HEAD^{tree}"]), env=git_env()
+    )
+    if asked.code not in (0, 1) or (asked.code == 1 and asked.err.strip()):
         return RepoPaths(None, None)
-    lines = os.fsdecode(out).split("\n")
+    lines = os.fsdecode(asked.out).split("\n")
     if lines[-1] == "":
         lines.pop()
+    head = lines.pop() if asked.code == 0 and len(lines) == len(questions) + 1 else None
+    if asked.code == 1 and len(lines) == len(questions):
+        head = UNBORN
     if len(lines) != len(questions):
+        head = None
         answers = [run_git(cwd, "rev-parse", q) for q in questions]
         if any(answer is None for answer in answers):
             return RepoPaths(None, None)
@@ -143,7 +161,9 @@ def repo_paths(cwd: str) -> RepoPaths:
     # --git-common-dir is relative to cwd unless it is elsewhere (git 2.31's
     # --path-format=absolute would say it whole, and older gits lack it).
     common = os.path.join(os.path.abspath(cwd), common)
-    return RepoPaths(os.path.normpath(top), os.path.normpath(git_dir), os.path.normpath(common))
+    return RepoPaths(
+        os.path.normpath(top), os.path.normpath(git_dir), os.path.normpath(common), head
+    )
 
 
 class GitOutcome:

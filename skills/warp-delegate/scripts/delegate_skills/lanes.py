@@ -29,10 +29,7 @@ def resolve(cwd: str, lane_name: str, implementer_key: str) -> dict:
     source = rest.pop("source")
     implementer = rest.pop("implementer")
     if source == "project" and not effective.project_trusted:
-        raise UserError(
-            "project fleet config is not trusted; "
-            "review and approve it with delegate-setup before dispatch"
-        )
+        raise UserError(untrusted_message(effective))
     if implementer != implementer_key:
         skill = registry.BY_KEY[implementer].skill
         raise UserError(
@@ -46,6 +43,31 @@ def resolve(cwd: str, lane_name: str, implementer_key: str) -> dict:
         "skill": registry.BY_KEY[implementer].skill,
         "dials": relay_dials(implementer_key, rest),
     }
+
+
+def untrusted_message(effective: Effective) -> str:
+    """Why a project lane may not run: which file, whether it changed since it was
+    approved, and the command that approves it, as a line that pastes."""
+    import os
+
+    from . import approval
+    from .invocation import quoted, script, setup_folder
+
+    path = effective.project_path
+    top = os.path.dirname(os.path.dirname(path))
+    approved_once = bool(effective.git_dir) and os.path.isfile(
+        approval.approval_path(effective.git_dir)
+    )
+    state = "changed since it was approved" if approved_once else "has not been approved yet"
+    where = f"--cwd {quoted(top)}"
+    line = (
+        f"project fleet config is not trusted: {path} {state}; review it, then approve it: "
+        f"delegate config approve {where}"
+    )
+    folder = setup_folder()
+    if folder is not None:
+        line += f", or from the skill folders: {script(folder, 'config.py')} approve {where}"
+    return line
 
 
 def relay_dials(key: str, lane: dict) -> dict:

@@ -88,6 +88,9 @@ class Relay:
         #: made, and the lane as resolved where the run was dispatched.
         self.prepared_worktree = None
         self.lane_override: dict | None = None
+        #: A --host run's id, reserved in the run store before its record is written
+        #: (the branch there and here is named for it).
+        self.reserved_id: str | None = None
 
     def run_id(self) -> str | None:
         return self.record.id if self.record is not None else None

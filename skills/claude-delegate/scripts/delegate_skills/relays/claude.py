@@ -258,6 +258,9 @@ class Claude(Adapter):
             "totalCostUsd": state.cost,
         }
 
+    def reported_cost(self, state: ClaudeState) -> float | None:
+        return state.cost
+
     def summary_lines(self, opts: dict, state: ClaudeState, result: dict) -> list[str]:
         mode, sandbox = result["permissionMode"], result["shellSandbox"]
         lines = [f"permission mode: {mode}  ·  shell sandbox: {sandbox}"]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import datetime
 import os
 
+from ..errors import UserError
 from ..reading import CONFIG_LIMIT, read_json_object
-from ..runstore import liveness, lookup
+from ..runstore import liveness, lookup, paths
 from ..runstore.lookup import LAST, RESULT_FILE, RUN_FILE
 from ..runstore.record import Record, all_records
 
@@ -132,14 +133,59 @@ class Run:
             "landing": self.landing,
             "repository": self.repository,
             "changes": _totals(record.section("changes")),
+            "overlap": _paths(record.get("overlap")),
+            "tokens": self.tokens() if ended else None,
         }
+
+    def tokens(self) -> int | None:
+        """The run's total tokens as its implementer reported them, from its result.json
+        (for reading), when that result is this run's."""
+        result = self.result
+        if result is None or self.record is None or result.get("relayRunId") != self.record.id:
+            return None
+        return tokens_of(result)
+
+
+def tokens_of(result: dict) -> int | None:
+    """Total tokens of a result: its tokenUsage's, else read from the CLI's own `usage`
+    (results written before tokenUsage); None where the implementer reported none."""
+    summary = result.get("tokenUsage")
+    if isinstance(summary, dict):
+        return _int(summary.get("totalTokens"))
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def first(*names: str) -> int | None:
+        for name in names:
+            value = _int(usage.get(name))
+            if value is not None:
+                return value
+        return None
+
+    total = first("total_tokens", "totalTokens", "total")
+    if total is not None:
+        return total
+    parts = [
+        first("input_tokens", "inputTokens", "input", "prompt_tokens"),
+        first("output_tokens", "outputTokens", "output", "completion_tokens"),
+    ]
+    return None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+
+
+def _paths(value) -> list[str] | None:
+    """A recorded path list (`overlap`), or None where the record has none."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
+    return None
 
 
 def _foreign_summary(out_dir: str) -> dict:
     return {
         "id": None, "outDir": out_dir, "implementer": None, "lane": None, "status": FOREIGN,
         "startedAt": None, "elapsedSeconds": None, "workdir": None, "exitCode": None,
-        "landing": None, "repository": None, "changes": None,
+        "landing": None, "repository": None, "changes": None, "overlap": None,
+        "tokens": None,
     }  # fmt: skip
 
 
@@ -159,22 +205,16 @@ def default_roots() -> list[str]:
 
 
 def list_runs(roots: list[str] | None = None, warn=None) -> list[dict]:
-    """Every run in the store, and every foreign run directory under `roots`, newest first.
+    """Every run in the store (in every state dir this user's runs were recorded in), and
+    every foreign run directory under `roots`, newest first.
 
     A record whose files cannot be made sense of is left out; `warn` (if
     given) is told which, in one line.
     """
     runs, seen = [], set()
-    for record in all_records():
-        try:
-            run = Run.of(record)
-            summary = run.summary()
-        except (OSError, ValueError, TypeError, OverflowError) as problem:
-            if warn is not None:
-                warn(f"skipped run {record.id}: its record cannot be read ({problem})")
-            continue
-        seen.add(os.path.realpath(run.out_dir))
-        runs.append(summary)
+    for state in paths.known_state_dirs():
+        with paths.reading(state):
+            runs += _recorded(seen, warn)
     for root in roots if roots is not None else default_roots():
         for path in _candidates(root):
             real = os.path.realpath(path)
@@ -184,6 +224,25 @@ def list_runs(roots: list[str] | None = None, warn=None) -> list[dict]:
             runs.append(_foreign_summary(os.path.abspath(path)))
     runs.sort(key=lambda r: r["startedAt"] or "", reverse=True)
     return runs
+
+
+def _recorded(seen: set, warn) -> list[dict]:
+    """The summaries of the runs in the store being read; their directories join `seen`."""
+    found = []
+    for record in all_records():
+        try:
+            run = Run.of(record)
+            summary = run.summary()
+        except (OSError, ValueError, TypeError, OverflowError) as problem:
+            if warn is not None:
+                warn(f"skipped run {record.id}: its record cannot be read ({problem})")
+            continue
+        real = os.path.realpath(run.out_dir)
+        if real in seen:
+            continue
+        seen.add(real)
+        found.append(summary)
+    return found
 
 
 def _candidates(root: str) -> list[str]:
@@ -203,6 +262,8 @@ def find(ref: str) -> Run:
         return Run.of(record)
     if os.path.isdir(ref) and lookup.is_run_dir(ref):
         return Run(None, ref)
+    if not os.path.isdir(ref):
+        raise no_such_run(ref)
     return Run.of(lookup.resolve(ref))  # raises, with the reason
 
 
@@ -211,7 +272,28 @@ def show(ref: str) -> Run:
 
     Raises UserError for a foreign directory, or a ref that names no run.
     """
-    return Run.of(lookup.resolve(ref))
+    record = lookup.find(ref)
+    if record is not None:
+        return Run.of(record)
+    if not os.path.isdir(ref):
+        raise no_such_run(ref)
+    return Run.of(lookup.resolve(ref))  # raises, with the reason
+
+
+def no_such_run(ref: str) -> UserError:
+    """A ref that is neither a run id the store has nor a directory, and the command that
+    lists the runs there are."""
+    from ..errors import did_you_mean
+    from ..invocation import runs_command
+
+    listing = f"`{runs_command()} list` lists the runs there are"
+    if lookup.looks_like_id(ref):
+        hint = did_you_mean(ref, [found.id for found in all_records()])
+        return UserError(f"{ref}: no run with this id on this machine; {listing}{hint}")
+    return UserError(
+        f"{ref}: no such run (no directory there, and no run with this id on this machine); "
+        f"{listing}"
+    )
 
 
 def exit_code_of(run: Run) -> int:

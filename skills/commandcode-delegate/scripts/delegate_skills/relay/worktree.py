@@ -2,7 +2,9 @@
 """Runs in a git worktree of their own (`--worktree`), and what they changed.
 
 A worktree run starts in a new linked worktree of `--cd`'s repository, on a
-new branch `delegate/<run id>` made from the source's HEAD. The worktree lives
+new branch `delegate/<run id>` made from the source's HEAD, where the run id
+is the one the run store gives the run (reserved here, before the run's
+record is written, so branch, worktree and record share it). The worktree lives
 under the state dir (`$XDG_STATE_HOME/delegate-skills/worktrees/`), outside
 the source work tree, so the source's `git status` never shows it, and the
 source tree itself is never written. What the run changed is measured
@@ -20,7 +22,6 @@ while their implementers run (benchmarks/fanout.py).
 from __future__ import annotations
 
 import os
-import time
 
 from ..errors import UserError
 from ..gitmeta import GitOutcome, git_outcome, repo_paths, run_git
@@ -46,7 +47,7 @@ class Worktree:
     """A run's worktree: where it is, its branch, the commit it started from."""
 
     __slots__ = (
-        "base", "branch", "cd", "common_dir", "git_dir", "gitfile", "path", "source",
+        "base", "branch", "cd", "common_dir", "git_dir", "gitfile", "path", "run_id", "source",
         "source_changes",
     )  # fmt: skip
 
@@ -58,6 +59,8 @@ class Worktree:
         self.gitfile: str | None = None
         #: The source repository's common git dir, where admin_lock lives.
         self.common_dir: str | None = None
+        #: The run id reserved in the run store for the run this worktree was made for.
+        self.run_id: str | None = None
         self.path = path
         self.branch = branch
         self.base = base
@@ -86,11 +89,6 @@ def worktrees_root() -> str:
     return root()
 
 
-def new_run_id() -> str:
-    """A run id for a branch name: UTC time to the second and six random hex digits."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
-
-
 def create(cd: str) -> Worktree:
     """Make a worktree of `cd`'s repository on a new branch from HEAD. Raises WorktreeError."""
     paths = repo_paths(cd)
@@ -103,20 +101,27 @@ def create(cd: str) -> Worktree:
             f"--worktree starts from the current commit, and {top} has none yet; commit first"
         )
     base = head.decode("ascii", "replace").strip()
-    run_id = new_run_id()
+    from ..runstore.record import create_dir
+
+    try:
+        run_id, _ = create_dir()
+    except OSError as problem:
+        raise WorktreeError(f"cannot reserve a run id in the run store: {problem}") from None
     branch = BRANCH_PREFIX + run_id
     root = worktrees_root()
-    path = os.path.join(root, f"{os.path.basename(top) or 'repo'}-{run_id}")
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as problem:
+        _release_run_id(branch)
         raise WorktreeError(f"cannot create {root}: {problem.strerror or problem}") from None
+    path = os.path.join(root, f"{os.path.basename(top) or 'repo'}-{run_id}")
     common_dir = paths.common_dir or paths.git_dir
     try:
         added = add(top, common_dir, path, base, branch=branch)
         if not added.ok:
             remove(top, common_dir, path, branch)
     except UserError as problem:  # the admin lock could not be taken
+        _release_run_id(branch)
         raise WorktreeError(str(problem)) from None
     if not added.ok:
         raise WorktreeError(f"git worktree add failed in {top}: {added.reason()}")
@@ -124,6 +129,7 @@ def create(cd: str) -> Worktree:
     run_cd = os.path.normpath(os.path.join(path, inside))
     os.makedirs(run_cd, exist_ok=True)  # --cd was a folder git does not track
     tree = Worktree(path, branch, base, top, run_cd, len(touched_files(top) or []))
+    tree.run_id = run_id
     tree.git_dir = repo_paths(path).git_dir
     tree.common_dir = common_dir
     tree.gitfile = read_gitfile(path)
@@ -177,15 +183,27 @@ def add(
 
 
 def remove(source: str, common_dir: str, path: str, branch: str) -> GitOutcome:
-    """Remove the worktree at `path` and delete `branch`; the first failure, else success."""
+    """Remove the worktree at `path` and delete `branch`; the first failure, else success.
+
+    The run id the branch names goes back to the store when no record was written under it.
+    """
     with admin_lock(common_dir):
         removed = git_outcome(source, "worktree", "remove", "--force", "--force", path)
         if not removed.ok and not os.path.exists(path):
             removed = git_outcome(source, "worktree", "prune")
         deleted = git_outcome(source, "branch", "-D", "--quiet", branch)
+    _release_run_id(branch)
     if not removed.ok:
         return removed
     return deleted
+
+
+def _release_run_id(branch: str) -> None:
+    """Remove the run id a branch was named for from the store while nothing is under it."""
+    from ..runstore.record import release
+
+    if branch.startswith(BRANCH_PREFIX):
+        release(branch[len(BRANCH_PREFIX) :])
 
 
 def carry_approval(source_git_dir: str, worktree: str) -> bool:

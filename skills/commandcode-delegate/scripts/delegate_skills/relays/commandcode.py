@@ -273,6 +273,10 @@ class CommandCode(Adapter):
             "durationMs": result.get("durationMs") if state.closed else None,
         }
 
+    def reported_usage(self, state: CommandCodeState) -> dict | None:
+        usage = (state.result or {}).get("usage")
+        return usage if isinstance(usage, dict) else None
+
     def summary_lines(self, opts: dict, state: CommandCodeState, result: dict) -> list[str]:
         lines = [f"autonomy: {result['autonomy']}"]
         lines += resume_mode_lines(

@@ -2,12 +2,15 @@
 """`runs undo`: take back exactly what a run changed, where it is now.
 
 In the run's work tree, or, for a worktree run that was applied, in the
-source it was applied to. Only while every path the run touched still holds
-what the run left; otherwise it refuses and names the paths changed since.
-It never touches another path. The index entries the run changed in its
-work tree (a run that `git add`s its edits) are put back as they were
-before the run, from the copy its record keeps. A repository the run
-created inside the tree is never deleted: it is named, and left.
+source it was applied to: then exactly what that apply landed (its
+landing record's trees; a part landed with --only/--exclude is only that
+part), and the paths it merged into are put back as they were. Only while
+every path the run touched still holds what the run left; otherwise it
+refuses and names the paths changed since. It never touches another path.
+The index entries the run changed in its work tree (a run that `git add`s
+its edits) are put back as they were before the run, from the copy its
+record keeps. A repository the run created inside the tree is never
+deleted: it is named, and left.
 """
 
 from __future__ import annotations

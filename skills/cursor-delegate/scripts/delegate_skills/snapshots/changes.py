@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 
-from ..gitmeta import RepoPaths, repo_paths, run_git
-from .snapshot import SnapshotError, Snapshotter
+from ..gitmeta import UNBORN, RepoPaths, repo_paths, run_git
+from .snapshot import EMPTY_TREE, SnapshotError, Snapshotter
 
 PATCH_NAME = "changes.patch"
 #: The largest patch a change record writes; past it `changes` is null.
@@ -44,6 +44,9 @@ class ChangeRecord:
         #: Why there is no record (one line), when there is none.
         self.problem: str | None = None
         self.incomplete: str | None = None
+        #: The tree of HEAD when the run began (the empty tree before a first commit), or None.
+        self.head: str | None = None
+        self._overlap: list[str] | None = None
 
     @classmethod
     def for_run(cls, paths: RepoPaths, scratch: str, artifacts: list[str]) -> ChangeRecord:
@@ -69,7 +72,22 @@ class ChangeRecord:
         return tree
 
     def begin(self) -> None:
+        # What the user had committed when the run began: asked with the repository's paths,
+        # else beside the snapshot.
+        known = self.paths.head_tree
+        head = None
+        if known is None:
+            head = self.snapshots.git().start("rev-parse", "-q", "--verify", "HEAD^{tree}",
+                                              plain=True)  # fmt: skip
         self.before = self._take(first=True)
+        if known is not None:
+            self.head = EMPTY_TREE if known == UNBORN else known
+            return
+        found = head.result()
+        if found.ok:
+            self.head = found.out.decode("ascii", "replace").strip() or None
+        elif found.code == 1 and not found.err.strip():
+            self.head = EMPTY_TREE  # no commit yet: every file is the user's uncommitted work
 
     def end(self) -> None:
         if self.before is not None:
@@ -82,6 +100,31 @@ class ChangeRecord:
     def same(self) -> bool | None:
         """Whether the work tree's files are as they were (None when either snapshot failed)."""
         return self.before == self.after if self.ready else None
+
+    def overlap(self, files: list[dict]) -> list[str] | None:
+        """The paths this run changed that already held uncommitted changes when it began.
+
+        Uncommitted: the work tree's snapshot before the run (tracked and
+        untracked files, staged or not) differs there from HEAD's tree at that
+        time. `files` is the run's `changes` files; a rename counts both paths.
+        None when it cannot be known.
+        """
+        if self._overlap is not None:
+            return self._overlap
+        if not self.ready or self.head is None:
+            return None
+        changed = {f["path"] for f in files} | {f["oldPath"] for f in files if "oldPath" in f}
+        found: set[str] = set()
+        if changed and self.head != self.before:
+            listed = self.snapshots.git().run(
+                "diff-tree", "-r", "-z", "--name-only", "--no-renames", self.head, self.before,
+                timeout=600, plain=True,
+            )  # fmt: skip
+            if not listed.ok:
+                return None
+            found = {os.fsdecode(p) for p in listed.out.split(b"\0") if p} & changed
+        self._overlap = sorted(found)
+        return self._overlap
 
     def field(self, run_dir) -> tuple[dict | None, str | None]:
         """(`changes` for result.json, or None with the reason). Writes changes.patch."""

@@ -15,8 +15,11 @@ start times, its cgroup, the token its environment carries, the worktree of a
 --worktree run, the remote ids of a --host run, the change record's trees, the
 files the relay wrote into the out-dir (`artifacts`), how it ended (`ended`:
 status, exit code, time), its session id, its --setup and --check outcomes,
-and later what `runs` did with it (`landing`) and, for a review run, the
-verdict (`review`). Every change goes through the write queue (store.queue).
+the paths it changed that held the user's uncommitted changes (`overlap`: from
+the relay for an in-place run, from `runs apply` for a worktree run), and later
+what `runs` did with it (`landing`: for an apply, the trees before and after
+it, what was left out, its overlap) and, for a review run, the verdict
+(`review`). Every change goes through the write queue (store.queue).
 """
 
 from __future__ import annotations
@@ -77,6 +80,15 @@ def create_dir() -> tuple[str, str]:
             continue
         return run_id, path
     raise OSError(f"no free run id under {root}")
+
+
+def release(run_id: str) -> None:
+    """Give back a run id create_dir gave out, while nothing was written under it."""
+    if valid_id(run_id):
+        try:
+            os.rmdir(record_dir(run_id))  # only an empty one: a written record stays
+        except OSError:
+            pass
 
 
 class Record:
@@ -147,9 +159,13 @@ class Record:
             return None
 
 
-def new(out_dir: str, **fields) -> Record:
-    """Make and write the record of a run starting now. Raises OSError."""
-    run_id, _ = create_dir()
+def new(out_dir: str, reserved: str | None = None, **fields) -> Record:
+    """Make and write the record of a run starting now. Raises OSError.
+
+    `reserved` is a run id create_dir gave out earlier (the branch of a --worktree or
+    --host run is named for it before its record is written); otherwise a new one is made.
+    """
+    run_id = reserved if valid_id(reserved) else create_dir()[0]
     token = os.urandom(16).hex()
     record = Record(
         run_id,

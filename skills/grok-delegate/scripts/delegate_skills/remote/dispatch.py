@@ -29,15 +29,21 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
         return 2
     from ..relay import prepare, storing
     from ..relay.rundir import RunDir, default_out_dir, iso_now
-    from ..relay.worktree import new_run_id
+    from ..runstore import record
 
-    run_id = new_run_id()
+    try:  # the run's id in the store names its branch there and here
+        run_id = record.create_dir()[0]
+    except OSError as problem:
+        client._say(f"cannot reserve a run id in the run store: {problem}")
+        return 2
     try:
         client._git(top, "push", "--quiet", "--no-verify", machine.url(),
                     f"{base}:refs/delegate/base/{run_id}", host=host.name)  # fmt: skip
     except UserError as problem:
+        record.release(run_id)
         client._say(f"--host {host.name}: {problem}")
         return 2
+    relay.reserved_id = run_id
     started = iso_now()
     out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
     relay.run = RunDir(out_dir, started, brief)

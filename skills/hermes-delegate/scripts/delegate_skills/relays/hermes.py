@@ -188,7 +188,7 @@ class Hermes(StdoutReportAdapter):
 
     def metric_fields(self, state: State) -> dict:
         # `hermes chat` prints no token counts: null, in the field other relays fill.
-        return {"usage": None}
+        return {"usage": None, **super().metric_fields(state)}
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {

@@ -26,9 +26,13 @@ def help_text(adapter: Adapter) -> str:
     options = [f"  {_flag_usage(f):<{width}}{f.help}" for f in flags]
     options.append(f"  {'-h, --help':<{width}}Show this help.")
     default = adapter.watchdog_default or adapter.default_timeout or "off"
+    from ..invocation import skill_folder
+
+    # The command as it was run: this folder's relay.py, or `delegate relay KEY`.
+    command = "python3 relay.py" if skill_folder() else f"delegate relay {adapter.key}"
     return "\n".join(
         [
-            f"delegate-skills · {adapter.key}-delegate · relay.py",
+            f"delegate-skills · {adapter.key}-delegate · {command.removeprefix('python3 ')}",
             "",
             adapter.about.strip(),
             "",
@@ -38,8 +42,8 @@ def help_text(adapter: Adapter) -> str:
             "does at your terminal.",
             "",
             "Usage:",
-            "  python3 relay.py --brief <file> [options]",
-            "  cat brief.txt | python3 relay.py [options]",
+            f"  {command} --brief <file> [options]",
+            f"  cat brief.txt | {command} [options]",
             "",
             "Options:",
             *options,
@@ -118,6 +122,18 @@ def _changes_lines(result: dict) -> list[str]:
     ]
 
 
+def _overlap_lines(result: dict) -> list[str]:
+    """The paths this run changed that already held the user's uncommitted changes."""
+    overlap = result.get("overlap")
+    if not overlap:
+        return []
+    more = f" (and {len(overlap) - SHOWN_CHANGES} more)" if len(overlap) > SHOWN_CHANGES else ""
+    return [
+        f"overlap: {len(overlap)} path(s) this run changed held your uncommitted changes from "
+        f"before it: {', '.join(overlap[:SHOWN_CHANGES])}{more}"
+    ]
+
+
 def _session_lines(adapter: Adapter, result: dict, result_path: str) -> list[str]:
     """Which id continues the conversation, when a resumed run came back with another."""
     lines = []
@@ -190,8 +206,14 @@ def _worktree_lines(result: dict, result_path: str) -> list[str]:
             f"note: {tree['sourceUncommitted']} uncommitted change(s) in {tree.get('source')} "
             "were not in the worktree"
         )
-    out_dir = os.path.dirname(result_path)
-    lines.append(f"land with: runs apply {out_dir} · drop with: runs discard {out_dir}")
+    from ..invocation import quoted, runs_command
+    from ..runstore.record import valid_id
+
+    # The run id when the store has the run, else its directory; each line pastes as it is.
+    run_id = result.get("relayRunId")
+    run = run_id if valid_id(run_id) else quoted(os.path.dirname(result_path))
+    lines.append(f"land with: {runs_command()} apply {run}")
+    lines.append(f"drop with: {runs_command()} discard {run}")
     return lines
 
 
@@ -214,6 +236,7 @@ def summary(adapter: Adapter, result: dict, extra_lines: list[str], result_path:
         *extra_lines,
         *_touched_lines(result.get("touchedFiles")),
         *_changes_lines(result),
+        *_overlap_lines(result),
         *_session_lines(adapter, result, result_path),
         *_worktree_lines(result, result_path),
     ]

@@ -186,13 +186,16 @@ def _prune_empty_parents(root: str, folder: str) -> None:
         folder = os.path.dirname(folder)
 
 
-def record_landing(record, state: str, **fields) -> None:
-    """What became of the run (applied, discarded, undone), in its record in the store."""
+def record_landing(record, state: str, also: dict | None = None, **fields) -> None:
+    """What became of the run (applied, discarded, undone), in its record in the store.
+
+    `also`: fields of the record itself to set at the same time (apply's `overlap`).
+    """
     from ..relay.rundir import iso_now
 
     if record is None:
         return
     try:
-        record.update(landing={"state": state, "at": iso_now(), **fields})
+        record.update(landing={"state": state, "at": iso_now(), **fields}, **(also or {}))
     except (OSError, UserError):
         pass

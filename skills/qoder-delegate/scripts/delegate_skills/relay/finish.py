@@ -120,6 +120,7 @@ def record_end(relay, result: dict, final: str) -> None:
         if isinstance(changes, dict):
             totals = {k: changes[k] for k in ("filesChanged", "linesAdded", "linesRemoved")}
         fields["changes"] = changes_entry(relay, totals)
+    fields["overlap"] = result.get("overlap")  # a worktree run's: found by runs apply
     for name in ("setup", "check"):
         if isinstance(result.get(name), dict):
             fields[name] = result[name]
@@ -209,6 +210,7 @@ def build_result(
     extra["changes"] = changes[0]
     if changes[1]:
         extra["changesUnavailable"] = changes[1]
+    extra["overlap"] = overlap_field(relay, changes[0])
     extra["relayRunId"] = relay.run_id()
     extra["implementerArgv"] = relay.implementer_argv
     extra.update(_confined_fields(relay))
@@ -294,6 +296,18 @@ def changes_field(relay) -> tuple[dict | None, str | None]:
 
             relay.wrote.add(PATCH_NAME)
     return relay.changes_field
+
+
+def overlap_field(relay, changes: dict | None) -> list[str] | None:
+    """`overlap`: the paths this run changed that held the user's uncommitted changes when it
+    began (sorted; [] for none). None when that cannot be known: no change record, or a
+    --worktree run, whose overlap is with its source and is found when `runs apply` lands it.
+    """
+    if changes is None or relay.changes is None:
+        return None
+    if relay.worktree is not None or relay.dropped_worktree is not None:
+        return None
+    return relay.changes.overlap(changes["files"])
 
 
 def hook_lines(result: dict) -> list[str]:

@@ -3,7 +3,10 @@
 
 Every command that acts on a run finds it here, in the store; a directory
 that no record names (whatever run.json or result.json it holds) is foreign
-and nothing acts on it.
+and nothing acts on it. Every state dir this user's runs were recorded in is
+searched (paths.known_state_dirs); a run found in another one makes the command
+work in that one (paths.use_state_dir), where the run's record, change record
+and worktree are.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UserError
-from . import liveness
+from . import liveness, paths
 from .record import Record, all_records, by_out_dir, by_prefix
 
 #: Names the run started last on this machine wherever a run is asked for.
@@ -21,12 +24,36 @@ RESULT_FILE = "result.json"
 LANDED = ("applied", "discarded", "undone")
 
 
+def _everywhere(question) -> list[tuple[str, Record]]:
+    """(state dir, record) for each record `question()` answers, in every known state dir."""
+    found = []
+    for state in paths.known_state_dirs():
+        with paths.reading(state):
+            found += [(state, record) for record in question()]
+    return found
+
+
+def _taken(state: str, record: Record) -> Record:
+    """`record`, found in `state`: from now on this command works in that state dir."""
+    if os.path.realpath(state) != os.path.realpath(paths.state_dir()):
+        paths.use_state_dir(state)
+    return record
+
+
+def _newest(found: list[tuple[str, Record]]) -> Record | None:
+    """The record of the run started last among `found`, taken (see `_taken`); None for none."""
+    if not found:
+        return None
+    state, record = max(found, key=lambda entry: (entry[1].text("startedAt") or "", entry[1].id))
+    return _taken(state, record)
+
+
 def last() -> Record:
     """The record of the run started last on this machine. Raises UserError."""
-    dated = [(found.text("startedAt") or "", found.id, found) for found in all_records()]
-    if not dated:
+    newest = _newest(_everywhere(all_records))
+    if newest is None:
         raise UserError("--last: no relay run has been recorded on this machine yet")
-    return max(dated, key=lambda entry: entry[:2])[2]
+    return newest
 
 
 def looks_like_id(ref: str) -> bool:
@@ -38,13 +65,15 @@ def find(ref: str) -> Record | None:
     if ref == LAST:
         return last()
     if looks_like_id(ref) and not os.path.isdir(ref):
-        matches = by_prefix(ref)
+        matches = _everywhere(lambda: by_prefix(ref))
         if len(matches) > 1:
-            shown = ", ".join(m.id for m in matches[:5])
+            shown = ", ".join(m.id for _, m in matches[:5])
             raise UserError(f"run id {ref} is ambiguous ({shown}…); give more of it")
         if matches:
-            return matches[0]
-    return by_out_dir(ref) if os.path.isdir(ref) else None
+            return _taken(*matches[0])
+    if not os.path.isdir(ref):
+        return None
+    return _newest(_everywhere(lambda: [r for r in (by_out_dir(ref),) if r is not None]))
 
 
 def is_run_dir(path: str) -> bool:
@@ -66,7 +95,8 @@ def resolve(ref: str) -> Record:
         raise UserError(f"{ref}: no relay run here (no run record names this directory)")
     from ..errors import did_you_mean
 
-    hint = did_you_mean(ref, [r.id for r in all_records()]) if looks_like_id(ref) else ""
+    known = [r.id for _, r in _everywhere(all_records)] if looks_like_id(ref) else []
+    hint = did_you_mean(ref, known) if known else ""
     raise UserError(f"{ref}: no such run (neither a run id nor a run directory){hint}")
 
 

@@ -26,6 +26,7 @@ from .options import (
     timeout_ms,
 )
 from .rundir import RESULT, artifact_stands, holds_relay_result
+from .tokens import usage_summary
 
 
 def _same_file_name(one: str, other: str) -> bool:
@@ -106,6 +107,8 @@ class State:
         self.changes = None
         #: A private folder of the run (beside its record) for the adapter's own use.
         self.scratch: str | None = None
+        #: The usage object the CLI reported (in its own shape), for `Adapter.token_usage`.
+        self.usage: dict | None = None
 
 
 def session_lines(session_id: str | None, flag: str = "--session", label: str = "session id"):
@@ -451,9 +454,30 @@ class Adapter:
         """Outcome fields right after `signal` (session ids)."""
         return {"sessionId": state.session_id} if self.session_id_after_signal else {}
 
+    #: Whether the CLI's cache-read count is part of its input count (as Gemini counts)
+    #: rather than apart from it (as Anthropic's API counts); see `usage_summary`.
+    cache_inside_input: bool = False
+
+    def reported_usage(self, state: State) -> dict | None:
+        """The usage object the CLI reported, in its own shape (default: `state.usage`)."""
+        return state.usage if isinstance(state.usage, dict) else None
+
+    def reported_cost(self, state: State) -> float | None:
+        """The cost in USD the CLI reported outside its usage object, or None."""
+        return None
+
+    def token_usage(self, state: State) -> dict | None:
+        """The result's `tokenUsage`: what the CLI reported, in the shape every relay shares."""
+        return usage_summary(
+            self.reported_usage(state), self.reported_cost(state), self.cache_inside_input
+        )
+
     def metric_fields(self, state: State) -> dict:
-        """Outcome fields between `finalMessage` and `touchedFiles`."""
-        return {}
+        """Outcome fields between `finalMessage` and `touchedFiles`: `tokenUsage`, when the
+        CLI reported any. An adapter that adds its own puts them first
+        (`{..., **super().metric_fields(state)}`)."""
+        usage = self.token_usage(state)
+        return {"tokenUsage": usage} if usage is not None else {}
 
     def trailing_fields(self, state: State) -> dict:
         """Outcome fields after `touchedFiles`."""

@@ -31,6 +31,8 @@ class QwenState(ResultState):
 
 class Qwen(ApprovalModeAdapter):
     key = "qwen"
+    #: Qwen Code counts as Gemini CLI does: its cache reads are part of input_tokens.
+    cache_inside_input = True
     resume_keeps_id = True  # checked against the real CLI
     display = "Qwen Code"
     tool = "qwen"
@@ -105,7 +107,8 @@ class Qwen(ApprovalModeAdapter):
         return {"sessionId": state.session_id, "actualModel": state.model}
 
     def metric_fields(self, state: QwenState) -> dict:
-        return {"usage": state.usage, "permissionDenials": state.denied}
+        fields = {"usage": state.usage, "permissionDenials": state.denied}
+        return {**fields, **super().metric_fields(state)}
 
     def summary_lines(self, opts: dict, state: QwenState, result: dict) -> list[str]:
         lines = super().summary_lines(opts, state, result)

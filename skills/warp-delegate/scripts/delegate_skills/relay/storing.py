@@ -34,6 +34,7 @@ def make_record(relay, out_dir: str, started: str, made_dir: bool = True) -> Non
     try:
         relay.record = record.new(
             out_dir,
+            reserved=relay.worktree.run_id if relay.worktree is not None else relay.reserved_id,
             implementer=adapter.key,
             lane=opts["lane"],
             laneSource=opts["laneSource"],

@@ -46,7 +46,6 @@ def wanted(relay, opts: dict) -> bool:
 def allowlist(relay, env: dict[str, str], launcher: list[str] | None):
     """The sandbox's allowlist for this run."""
     from ..isolation.sandbox import Allowlist
-    from ..runstore.paths import state_dir
 
     adapter, opts, paths = relay.adapter, relay.opts, relay.paths
     allow = Allowlist()
@@ -54,7 +53,7 @@ def allowlist(relay, env: dict[str, str], launcher: list[str] | None):
     allow.read_only += adapter.cli_config(opts, env)
     allow.writable += adapter.sandbox_writable(opts)
     allow.extra_from(env)
-    allow.hidden.append(state_dir())
+    allow.hidden += _state_dirs()
     # Read-only, and seen: its folder and the home (under /tmp they would be hidden).
     allow.visible += [opts["cd"], env.get("HOME") or os.path.expanduser("~")]
     if launcher:
@@ -72,6 +71,19 @@ def allowlist(relay, env: dict[str, str], launcher: list[str] | None):
         allow.writable += _repository(relay)
     allow.read_only += _protected(paths)
     return allow
+
+
+def _state_dirs() -> list[str]:
+    """Every state dir of this user's we know of (the one in use, this environment's own,
+    those the roots index lists): each holds run records and other runs' worktrees."""
+    from ..errors import UserError
+    from ..runstore.paths import known_state_dirs, own_state_dir, state_dir
+
+    try:
+        known = known_state_dirs()
+    except UserError:  # an index of another version: still hide the ones named here
+        known = []
+    return list(dict.fromkeys([state_dir(), own_state_dir(), *known]))
 
 
 def _repository(relay) -> list[str]:

@@ -247,6 +247,10 @@ class Zcode(Adapter):
         state.parse()
         return {"sessionId": state.session_id}
 
+    def reported_usage(self, state: ZcodeState) -> dict | None:
+        usage = (state.parse() or {}).get("usage")
+        return usage if isinstance(usage, dict) else None
+
     def trailing_fields(self, state: ZcodeState) -> dict:
         document = state.parse() or {}
         projection = document.get("projection")
