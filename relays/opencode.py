@@ -220,18 +220,24 @@ class OpenCode(Adapter):
         switch_flag("--pure", "pure", "Run without external plugins."),
     )
 
+    #: What a --model may hold.
+    model_token = registry.SHELL_SAFE
+    #: Whether a new session must name its model (opencode has no safe default).
+    needs_model = True
+
     def defaults(self) -> dict:
         return {**super().defaults(), "agent": "build", "auto": True}
 
     def validate(self, opts: dict) -> None:
-        check_model(opts, registry.SHELL_SAFE)
+        check_model(opts, self.model_token)
         check_token(opts, "variant", "--variant", registry.SHELL_SAFE)
         timeout_ms(opts)
 
     def check_brief(self, opts: dict, brief: str) -> None:
         if opts["session"] and opts["resumeLast"]:
             raise Usage("--session and --resume-last are mutually exclusive; pass only one")
-        if not opts["model"] and not opts["resumeLast"] and not opts["session"]:
+        new_session = not opts["resumeLast"] and not opts["session"]
+        if self.needs_model and new_session and not opts["model"]:
             raise Usage(
                 "no model given: pass --model provider/model — opencode has no safe default "
                 "(e.g. a plan you're subscribed to, like opencode-go/kimi-k2.7-code)"

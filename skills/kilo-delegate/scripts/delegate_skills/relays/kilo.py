@@ -33,11 +33,7 @@ import os
 
 from delegate_skills import registry
 from delegate_skills.relay.options import (
-    Usage,
-    check_model,
-    check_token,
     switch_flag,
-    timeout_ms,
     value_flag,
 )
 
@@ -131,6 +127,10 @@ class Kilo(OpenCode):
     #: A read-only lane (`readOnly: true`) yields to an explicit --agent.
     lane_blockers = (("readOnly", ("agent",)),)
 
+    #: Kilo's gateway model ids may hold `~`; a model is optional (Kilo picks its own).
+    model_token = registry.KILO_MODEL
+    needs_model = False
+
     def defaults(self) -> dict:
         return {**super().defaults(), "agent": CODE}
 
@@ -141,15 +141,6 @@ class Kilo(OpenCode):
                 opts["agent"] = PLAN
             return
         super().apply_dial(opts, field, value)
-
-    def validate(self, opts: dict) -> None:
-        check_model(opts, registry.KILO_MODEL)
-        check_token(opts, "variant", "--variant", registry.SHELL_SAFE)
-        timeout_ms(opts)
-
-    def check_brief(self, opts: dict, brief: str) -> None:
-        if opts["session"] and opts["resumeLast"]:
-            raise Usage("--session and --resume-last are mutually exclusive; pass only one")
 
     def sandbox_writable(self, opts: dict) -> list[str]:
         """`.kilo/plans`, made here, empty (git shows no empty folder), for a plan run.
