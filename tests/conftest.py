@@ -126,11 +126,24 @@ DOWNLOADING_FIXTURE = "skills_command"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """A test that needs the downloaded Skills CLI is `skillscli`: it runs when asked for
-    (-m skillscli), never as a side effect of the plain test command."""
+    """A test that needs the downloaded Skills CLI is `skillscli`, so that
+    `-m 'not realcli and not skillscli'` leaves out the download (the README says so
+    beside the test command)."""
     for item in items:
         if DOWNLOADING_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.skillscli)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: a run without xdist has none
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core the suite may use, and one more, since most tests spend
+    their time waiting on the relays and git processes they start (the cores stay busy
+    with those); PYTEST_XDIST_AUTO_NUM_WORKERS, which xdist reads first, sets another count."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores + 1
 
 
 def _is_xdist_worker(config) -> bool:

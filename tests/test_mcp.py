@@ -23,7 +23,7 @@ from mcp.client.stdio import stdio_client
 TOOLS = {
     "discover", "config_load", "config_validate", "lane_list", "lane_resolve", "doctor",
     "dispatch", "fanout", "runs_list", "runs_show", "runs_diff", "runs_wait", "runs_cancel",
-    "review",
+    "runs_usage", "review",
 }  # fmt: skip
 
 
@@ -195,7 +195,7 @@ def test_fanout_is_a_tool_and_landing_a_run_is_not(world):
     assert sorted(tool.name for tool in tools) == [
         "config_load", "config_validate", "discover", "dispatch", "doctor", "fanout",
         "lane_list", "lane_resolve", "review", "runs_cancel", "runs_diff", "runs_list",
-        "runs_show", "runs_wait",
+        "runs_show", "runs_usage", "runs_wait",
     ]  # fmt: skip
     schemas = {tool.name: tool.input_schema for tool in tools}
     assert schemas["fanout"]["required"] == ["cd"]  # and brief or briefFile
@@ -454,7 +454,7 @@ def test_every_tool_parameter_is_described(world):
         if not schema.get("description")
     ]
     assert undescribed == []
-    assert len(tools) == 14
+    assert len(tools) == 15
 
 
 #: The relay flags dispatch refuses in args: --setup and --check run their value as a

@@ -1,5 +1,5 @@
 """The suite on a user's machine: nothing lands in the user's run roots, no download
-unless asked for, no more workers than cores.
+unless asked for, workers counted from the cores.
 """
 
 from __future__ import annotations
@@ -149,6 +149,11 @@ def test_the_markers_say_how_to_ask(pytestconfig):
     ]
 
 
-def test_the_suite_starts_no_more_workers_than_cores(pytestconfig):
+def test_the_suite_starts_a_worker_per_core_and_one_more(pytestconfig):
+    """Not a fixed count: on two cores three workers (most tests wait on the processes
+    they start), on a machine with more cores more."""
+    import conftest
+
     addopts = pytestconfig.getini("addopts")
     assert addopts[addopts.index("-n") + 1] == "auto"
+    assert conftest.pytest_xdist_auto_num_workers(pytestconfig) == len(os.sched_getaffinity(0)) + 1

@@ -46,7 +46,7 @@ def test_an_uncommitted_approved_lane_dispatches_in_fanout(source):
     source.bench.script(BRIEF_EDIT)
     done = source.delegate("fanout", "--brief", str(source.bench.brief), "--cd", str(source.repo),
                            "--lane", "fast", "--lane", "slow", "--json")  # fmt: skip
-    assert done.code == 0, done.err
+    assert done.code == 0, done.out + done.err  # the rows say why a run failed
     rows = json.loads(done.out)["runs"]
     assert [(r["lane"], r["status"]) for r in rows] == [
         ("fast", "completed"),

@@ -536,6 +536,28 @@ def build_server():
         """
         return call("runs", "cancel", "--json", *operand(run))
 
+    @server.tool()
+    def runs_usage(
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only runs started since this day (YYYY-MM-DD, UTC) or within this "
+                "age (7d, 12h, 90m)."
+            ),
+        ] = None,
+        by: Annotated[
+            str | None, Field(description="Group by implementer (the default), lane, repo or day.")
+        ] = None,
+    ) -> str:
+        """Tokens and cost of the recorded runs, summed per group (`delegate runs usage --json`).
+
+        Read-only. From the run store's records alone; runs that reported no
+        usage are counted in runsWithoutUsage, never as zero tokens.
+        """
+        extra = [f"--since={since}"] if since else []
+        extra += [f"--by={by}"] if by else []
+        return call("runs", "usage", "--json", *extra)
+
     return server
 
 
@@ -554,6 +576,7 @@ TOOL_COMMANDS = {
     "runs_diff": "delegate runs diff",
     "runs_wait": "delegate runs wait --json",
     "runs_cancel": "delegate runs cancel --json",
+    "runs_usage": "delegate runs usage --json",
     "review": "delegate review --json",
 }
 

@@ -34,6 +34,13 @@ CONFINE_OPTION = click.option(
     "run directory, its CLI's own state and a /tmp of its own, nothing else.",
 )  # fmt: skip
 
+#: fanout and batch (and `runs watch`) say when a run ends only when asked (notify.py).
+NOTIFY_OPTION = click.option(
+    "--notify", is_flag=True,
+    help="Say when each run ends: a desktop notification (notify-send or osascript) and "
+    "notify.command from $XDG_CONFIG_HOME/delegate-skills/settings.json.",
+)  # fmt: skip
+
 
 @click.command("fanout")
 @click.option(
@@ -65,6 +72,7 @@ CONFINE_OPTION = click.option(
 @click.option("--review-by", "review_by", default=None, metavar="LANE",
               help="Have this lane's implementer review every completed run.")  # fmt: skip
 @CONFINE_OPTION
+@NOTIFY_OPTION
 @JSON_OPTION
 def fanout_command(
     brief: str,
@@ -79,6 +87,7 @@ def fanout_command(
     check: str | None,
     review_by: str | None,
     confine: bool,
+    notify: bool,
     as_json: bool,
 ) -> None:
     """Run one brief on several lanes or implementers at once, each in its own worktree.
@@ -87,17 +96,21 @@ def fanout_command(
     from HEAD, outside the source tree. Prints a comparison table (JSON on a pipe
     or with --json: `runs`). Ctrl-C aborts every run. Nothing is committed or
     applied: land the run you keep with `delegate runs apply`, drop the rest with
-    `delegate runs discard`. Exit 0 when every run completed, 1 when one did not,
-    2 on a usage error, 128+n after signal n.
+    `delegate runs discard`. With --notify, each run that ends is announced once
+    (a desktop notification, and notify.command from your settings file). Exit
+    0 when every run completed, 1 when one did not, 2 on a usage error, 128+n
+    after signal n.
     """
     from ..runs.attempts import expand, too_many
     from . import fanout
+    from .watch import notifier
 
     if timeout is not None and durations.parse_timeout_ms(timeout) is None:
         raise click.BadParameter("use an h/m/s duration such as 30m or 90s", param_hint="--timeout")
     refused = too_many(len(lanes) + len(implementers), len(hosts), attempts)
     if refused is not None:
         raise click.BadParameter(refused, param_hint="--attempts")
+    ended = notifier(notify)
     workdir = cwd_of(cd)
     planned = fanout.plan(workdir, list(lanes), list(implementers))
     hooks = [*_hook_args(setup, check), "--confine" if confine else "--no-confine"]
@@ -111,6 +124,7 @@ def fanout_command(
         targets, os.path.abspath(brief), workdir, jobs or len(targets), timeout,
         (lambda _line: None) if live else progress,
     )  # fmt: skip
+    runner.on_end = ended
     rows = _run_live(runner) if live else runner.run()
     if review_by is not None and runner.interrupted is None:
         _review_rows(rows, review_by, progress)
@@ -203,10 +217,11 @@ def _run_live(runner) -> list[dict]:
 @SETUP_OPTION
 @CHECK_OPTION
 @CONFINE_OPTION
+@NOTIFY_OPTION
 @JSON_OPTION
 def batch_command(
     file: str, cd: str | None, jobs: int | None, setup: str | None, check: str | None,
-    confine: bool, as_json: bool,
+    confine: bool, notify: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Run a list of tasks (each its own brief, lane or implementer) in parallel worktrees.
 
@@ -217,11 +232,14 @@ def batch_command(
     would run as a script. Every task is checked in full (its fields, host and
     relay flags, as the relay checks them) before any run starts; a bad task
     is one line naming it, exit 2, and nothing is made. Runs as fanout does
-    and prints one table (JSON on a pipe or with --json). Exit codes as
-    fanout's.
+    and prints one table (JSON on a pipe or with --json). --notify as
+    fanout's: what to run comes from your settings file, never from FILE.
+    Exit codes as fanout's.
     """
     from . import batch, fanout
+    from .watch import notifier
 
+    ended = notifier(notify)
     workdir = cwd_of(cd)
     hooks = [*_hook_args(setup, check), "--confine" if confine else "--no-confine"]
     targets = batch.load(file, workdir, hooks)
@@ -234,6 +252,7 @@ def batch_command(
     live = sys.stderr.isatty()
     runner = fanout.Fanout(targets, "", workdir, jobs or len(targets), None,
                            (lambda _line: None) if live else progress)  # fmt: skip
+    runner.on_end = ended
     rows = _run_live(runner) if live else runner.run()
     if wants_json(as_json):
         click.echo(jsjson.stringify({"runs": rows}, 2))

@@ -15,12 +15,18 @@ from .output import (
     run_ref,
     wants_json,
 )
+from .pr_cli import runs_pr
+from .usage_cli import runs_usage
 
 
 @click.group(**group_settings())
 def runs() -> None:
     """List relay runs, show one, wait for one, and land or drop a --worktree run."""
     help_if_bare()
+
+
+runs.add_command(runs_usage)
+runs.add_command(runs_pr)
 
 
 @runs.command("list")
@@ -260,16 +266,24 @@ def runs_logs(out_dir: str, follow: bool) -> None:
     type=click.Path(file_okay=False, exists=True),
     help="Only runs on this repository (e.g. --repo .).",
 )
-def runs_watch(repo: str | None) -> None:
+@click.option(
+    "--notify", is_flag=True,
+    help="Say when each run ends: a desktop notification (notify-send or osascript) and "
+    "notify.command from $XDG_CONFIG_HOME/delegate-skills/settings.json.",
+)  # fmt: skip
+def runs_watch(repo: str | None, notify: bool) -> None:
     """Show the runs in flight, refreshed each second, until none is running.
 
     On a terminal a table (run, implementer, status, elapsed, last event)
     redrawn in place, and a line with a bell when a run ends; on a pipe one
-    line per run that starts or ends.
+    line per run that starts or ends. With --notify, each run that ends is
+    announced once (a desktop notification, and notify.command from your
+    settings file).
     """
     from ..runs import view as runs_module
-    from .watch import watch
+    from .watch import notifier, watch
 
+    ended = notifier(notify)
     top = _repo_top(repo) if repo is not None else None
     seen: list[str] = []
 
@@ -284,7 +298,7 @@ def runs_watch(repo: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    if not watch(in_flight, write=write, tty=sys.stdout.isatty()):
+    if not watch(in_flight, write=write, tty=sys.stdout.isatty(), on_end=ended):
         click.echo("no runs in flight")
 
 
@@ -297,24 +311,9 @@ def runs_compare(refs: tuple[str, ...], as_json: bool) -> None:
     The review verdict is that of the latest `delegate review` of the run, as
     the run store recorded it.
     """
-    from ..runs import view as runs_module
-    from ..runs.review import latest_reviews
-    from .fanout import tokens_of
+    from ..runs.attempts import compare
 
-    reviews = latest_reviews()
-    rows = []
-    for ref in refs:
-        run = runs_module.show(ref)
-        summary = run.summary()
-        check = run.record.section("check")
-        rows.append({
-            "id": summary["id"], "outDir": summary["outDir"],
-            "implementer": summary["implementer"], "lane": summary["lane"],
-            "status": summary["status"], "changes": summary["changes"],
-            "check": None if check is None else check.get("exitCode"),
-            "review": reviews.get(run.id),
-            "tokens": tokens_of(run.result or {}), "seconds": summary["elapsedSeconds"],
-        })  # fmt: skip
+    rows = compare(list(refs))
     emit({"runs": rows}, as_json, compare_text)
 
 

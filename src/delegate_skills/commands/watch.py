@@ -17,7 +17,6 @@ from collections.abc import Callable
 from ..errors import UserError
 from ..runs import logs as runlogs
 from ..runs import view as runs
-from .fanout import tokens_of
 
 BELL = "\a"
 _UP_AND_CLEAR = "\x1b[{n}F\x1b[J"
@@ -53,7 +52,6 @@ def rows(out_dirs: list[str]) -> list[dict]:
             continue  # not started yet
         summary = run.summary()
         summary["lastEvent"] = last_event(out_dir) if summary["status"] == "running" else ""
-        summary["tokens"] = tokens_of(run.result) if run.result else None
         found.append(summary)
     return found
 
@@ -88,14 +86,33 @@ def table(states: list[dict], width: int = 120) -> list[str]:
 
 
 class Live:
-    """Draws the table over itself on a terminal; says only what changed on a pipe."""
+    """Draws the table over itself on a terminal; says only what changed on a pipe.
 
-    def __init__(self, write: Callable[[str], None], tty: bool, width: int = 120) -> None:
+    `on_end(state)` is called once for each run, the first time it is seen ended.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        tty: bool,
+        width: int = 120,
+        on_end: Callable[[dict], None] | None = None,
+    ) -> None:
         self.write, self.tty, self.width = write, tty, width
+        self.on_end = on_end
         self.drawn = 0
         self.status: dict[str, str] = {}
+        self.ended: set[str] = set()
 
     def update(self, states: list[dict]) -> None:
+        self._say(states)
+        for state in states:
+            if state["status"] != "running" and state["outDir"] not in self.ended:
+                self.ended.add(state["outDir"])
+                if self.on_end is not None:
+                    self.on_end(state)
+
+    def _say(self, states: list[dict]) -> None:
         news = []
         for state in states:
             before = self.status.get(state["outDir"])
@@ -122,9 +139,11 @@ def watch(
     tty: bool | None = None,
     interval: float = 1.0,
     until_idle: bool = True,
+    on_end: Callable[[dict], None] | None = None,
 ) -> list[dict]:
-    """Show the runs `out_dirs()` names until none is running; their last states."""
-    live = Live(write, sys.stderr.isatty() if tty is None else tty, _columns())
+    """Show the runs `out_dirs()` names until none is running; their last states.
+    `on_end(state)` is called once for each run that ends."""
+    live = Live(write, sys.stderr.isatty() if tty is None else tty, _columns(), on_end)
     while True:
         states = rows(out_dirs())
         live.update(states)
@@ -162,3 +181,36 @@ class LiveWhile:
         self._stop.set()
         self._thread.join()
         self._live.update(rows(self.out_dirs()))  # the end of every run, shown
+
+
+def notifier(enabled: bool) -> Callable[[dict], None] | None:
+    """What tells the user a run ended under --notify (None without it), for fanout, batch
+    and `runs watch`: it takes a fanout row or a watch state. The settings are read and
+    checked now, so a bad `notify` stops the command before any run starts (UserError)."""
+    if not enabled:
+        return None
+    from .. import notify
+    from ..runs.view import RESULT_FILE
+    from ..runstore.record import by_out_dir
+
+    settings = notify.load()
+
+    def ended(row: dict) -> None:
+        out_dir = row.get("outDir")
+        if not out_dir:
+            return
+        run_id = row.get("id")
+        if run_id is None:
+            try:
+                record = by_out_dir(out_dir)
+            except (OSError, UserError):
+                record = None
+            run_id = record.id if record is not None else None
+        implementer, status = row.get("implementer") or "?", row.get("status") or "?"
+        seconds = row.get("durationSeconds", row.get("elapsedSeconds"))
+        line = notify.summary_line(implementer, status, row.get("lane"), seconds, run_id,
+                                   row.get("task"))  # fmt: skip
+        notify.notify(os.path.join(out_dir, RESULT_FILE), status, run_id, implementer, line,
+                      settings=settings)  # fmt: skip
+
+    return ended

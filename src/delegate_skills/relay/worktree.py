@@ -10,7 +10,9 @@ source tree itself is never written. What the run changed is measured
 against the commit it started from: the worktree's files as they are now
 (commits made in it, edits, new files git does not ignore) are hashed into a
 tree through a private index, and that tree is diffed against `base`. The
-worktree's own index is never touched.
+worktree's own index is never touched. The ignored files the source's
+`.worktreeinclude` names are copied in when the worktree is made
+(worktreeinclude.py); git ignores them there too, so they are never the run's change.
 
 Modules needed only at the end of a run (shutil, tempfile) or only when there
 is a project config to approve (approval, and hashlib with it) are imported
@@ -46,8 +48,8 @@ class Worktree:
     """A run's worktree: where it is, its branch, the commit it started from."""
 
     __slots__ = (
-        "base", "branch", "cd", "common_dir", "git_dir", "gitfile", "path", "run_id", "source",
-        "source_changes",
+        "base", "branch", "cd", "common_dir", "git_dir", "gitfile", "include_skipped", "included",
+        "path", "run_id", "source", "source_changes",
     )  # fmt: skip
 
     def __init__(
@@ -69,6 +71,10 @@ class Worktree:
         self.cd = cd
         #: Uncommitted changes in the source, which the worktree does not have.
         self.source_changes = source_changes
+        #: The ignored files `.worktreeinclude` named that were copied in when the worktree
+        #: was made, and those left out ({path, reason}).
+        self.included: list[str] = []
+        self.include_skipped: list[dict] = []
 
     def record(self) -> dict:
         """The `worktree` field of result.json."""
@@ -78,7 +84,10 @@ class Worktree:
             "base": self.base,
             "source": self.source,
             "sourceUncommitted": self.source_changes,
-        }
+            "worktreeIncluded": list(self.included),
+            **({"worktreeIncludeSkipped": list(self.include_skipped)} if self.include_skipped
+               else {}),
+        }  # fmt: skip
 
 
 def worktrees_root() -> str:
@@ -132,8 +141,19 @@ def create(cd: str) -> Worktree:
     tree.git_dir = repo_paths(path).git_dir
     tree.common_dir = common_dir
     tree.gitfile = read_gitfile(path)
+    include_files(tree)
     carry_approval(paths.git_dir, path)
     return tree
+
+
+def include_files(tree: Worktree) -> None:
+    """Copy the ignored files `.worktreeinclude` names from the source into the new worktree."""
+    from ..worktreeinclude import copy_into, said
+    from .console import say
+
+    tree.included, tree.include_skipped = copy_into(tree.source, tree.path)
+    for line in said(tree.included, tree.include_skipped):
+        say(line)
 
 
 def read_gitfile(worktree: str) -> str | None:
@@ -240,11 +260,12 @@ def carry_approval(source_git_dir: str, worktree: str) -> bool:
 # ---------------------------------------------------------------- what changed
 
 
-def snapshot_tree(work: str, scratch: str) -> str:
+def snapshot_tree(work: str, scratch: str, leave_out: list[str] | tuple = ()) -> str:
     """The tree of `work`'s files as they are now, made through a private index in `scratch`.
 
     Tracked edits, deletions and new files git does not ignore are all in
-    it; the work tree's own index is left as it was. Raises WorktreeError.
+    it, less the paths `leave_out`; the work tree's own index is left as it
+    was. Raises WorktreeError.
     """
     import shutil
 
@@ -259,6 +280,10 @@ def snapshot_tree(work: str, scratch: str) -> str:
     except OSError:
         _git_or_fail(paths.toplevel, "read-tree", "HEAD", env=env)
     _git_or_fail(paths.toplevel, "add", "-A", env=env, timeout=SNAPSHOT_TIMEOUT_S)
+    if leave_out:
+        names = b"".join(os.fsencode(name) + b"\0" for name in leave_out)
+        _git_or_fail(paths.toplevel, "update-index", "--force-remove", "-z", "--stdin", env=env,
+                     input=names)  # fmt: skip
     return _git_or_fail(paths.toplevel, "write-tree", env=env).out.decode().strip()
 
 

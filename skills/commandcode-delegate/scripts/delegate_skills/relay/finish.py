@@ -121,6 +121,9 @@ def record_end(relay, result: dict, final: str) -> None:
             totals = {k: changes[k] for k in ("filesChanged", "linesAdded", "linesRemoved")}
         fields["changes"] = changes_entry(relay, totals)
     fields["overlap"] = result.get("overlap")  # a worktree run's: found by runs apply
+    # What the implementer reported it used (null: nothing); `runs usage` sums these.
+    usage = result.get("tokenUsage")
+    fields["tokenUsage"] = usage if isinstance(usage, dict) else None
     for name in ("setup", "check"):
         if isinstance(result.get(name), dict):
             fields[name] = result[name]

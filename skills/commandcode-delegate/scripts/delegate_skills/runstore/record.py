@@ -15,6 +15,7 @@ start times, its cgroup, the token its environment carries, the worktree of a
 --worktree run, the remote ids of a --host run, the change record's trees, the
 files the relay wrote into the out-dir (`artifacts`), how it ended (`ended`:
 status, exit code, time), its session id, its --setup and --check outcomes,
+the token usage its implementer reported (`tokenUsage`, null for none),
 the paths it changed that held the user's uncommitted changes (`overlap`: from
 the relay for an in-place run, from `runs apply` for a worktree run), and later
 what `runs` did with it (`landing`: for an apply, the trees before and after

@@ -214,6 +214,9 @@ def continue_from(relay, opts: dict) -> None:
         )  # fmt: skip
         relay.worktree.git_dir, relay.worktree.gitfile = tree.get("gitDir"), tree.get("gitfile")
         relay.worktree.common_dir = tree.get("commonDir")
+        included = tree.get("worktreeIncluded")
+        if isinstance(included, list):
+            relay.worktree.included = [path for path in included if isinstance(path, str)]
         relay.worktree_owned = False
 
 

@@ -138,8 +138,12 @@ class Run:
         }
 
     def tokens(self) -> int | None:
-        """The run's total tokens as its implementer reported them, from its result.json
-        (for reading), when that result is this run's."""
+        """The run's total tokens as its implementer reported them: from its record (the
+        relay stores `tokenUsage` there, null for none), else, for a run recorded before
+        records held it, from its result.json (for reading), when that result is this run's."""
+        if self.record is not None and "tokenUsage" in self.record.data:
+            usage = self.record.get("tokenUsage")
+            return _int(usage.get("totalTokens")) if isinstance(usage, dict) else None
         result = self.result
         if result is None or self.record is None or result.get("relayRunId") != self.record.id:
             return None

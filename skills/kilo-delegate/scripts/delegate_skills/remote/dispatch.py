@@ -57,15 +57,16 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
         return prepare.not_started(relay)
     relay.run.close()
     inside = os.path.relpath(os.path.realpath(opts["cd"]), os.path.realpath(top))
+    files, included = _included(top, host.name, opts["includeUncommitted"])
     remote = {"host": host.name, "id": run_id, "base": base, "source": top,
-              "sourceUncommitted": bool(opts["includeUncommitted"])}  # fmt: skip
+              "sourceUncommitted": bool(opts["includeUncommitted"]), **included}  # fmt: skip
     storing.update_record(relay, remote=remote, outDirId=[info.st_dev, info.st_ino],
                           artifacts=sorted(fresh))  # fmt: skip
     lane = None
     if opts["lane"]:
         lane = {"source": opts["laneSource"], "dials": relay.lane_dials}
     spec = {"id": run_id, "key": adapter.key, "mirror": machine.mirror, "base": base,
-            "brief": brief, "cdInside": inside, "lane": lane,
+            "brief": brief, "cdInside": inside, "lane": lane, "files": files,
             "argv": [*client.remote_argv(argv, table), "--worktree",
                      *(["--lane", opts["lane"]] if opts["lane"] else [])]}  # fmt: skip
     rid = f" · run id {relay.record.id}" if relay.record else ""
@@ -95,6 +96,28 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     result, code = finish(relay.record, remote_run, done)
     _print_summary(adapter, result, relay.run.result_path)
     return code
+
+
+def _included(top: str, host: str, carry: bool) -> tuple[list[dict], dict]:
+    """The ignored files `.worktreeinclude` names, as the run spec carries them (only with
+    --include-uncommitted), and the fields naming them in the run's worktree record."""
+    from .. import worktreeinclude as include
+
+    if not carry:
+        names = include.matched(top)[0]
+        if names:
+            client._say(f"{include.FILE} names {len(names)} ignored file(s) "
+                        f"({include.names_shown(names)}); they are not copied to {host}: "
+                        "--include-uncommitted carries them")  # fmt: skip
+        return [], {"worktreeIncluded": []}
+    files, problems = include.pack(top)
+    paths = [item["path"] for item in files]
+    for line in include.said(paths, problems, where=f"to {host}"):
+        client._say(line)
+    fields: dict = {"worktreeIncluded": paths}
+    if problems:
+        fields["worktreeIncludeSkipped"] = problems
+    return files, fields
 
 
 def finish(record, remote_run: client.RemoteRun, done: dict | None,
@@ -154,6 +177,8 @@ def _record_end(record, result: dict, remote_run: client.RemoteRun) -> None:
     session = result.get(field) if field else None
     if isinstance(session, str) and session:
         fields["session"] = {"field": field, "id": session}
+    usage = result.get("tokenUsage")  # as the relay there reported it
+    fields["tokenUsage"] = usage if isinstance(usage, dict) else None
     changes = result.get("changes")
     entry = record.reloaded().section("changes")
     if isinstance(changes, dict) and entry is not None:
@@ -188,7 +213,10 @@ def _land_branch(record, remote: dict, machine, head: str, run_dir) -> dict:
             raise UserError(f"git worktree add failed in {top}: {added.reason()}")
     wt_paths = repo_paths(path)
     tree = {"path": path, "branch": branch, "base": base, "source": top,
-            "sourceUncommitted": 1 if remote.get("sourceUncommitted") else 0}  # fmt: skip
+            "sourceUncommitted": 1 if remote.get("sourceUncommitted") else 0,
+            "worktreeIncluded": list(remote.get("worktreeIncluded") or [])}  # fmt: skip
+    if remote.get("worktreeIncludeSkipped"):
+        tree["worktreeIncludeSkipped"] = list(remote["worktreeIncludeSkipped"])
     private_tree = {**tree, "gitDir": wt_paths.git_dir, "gitfile": read_gitfile(path)}
     git = BoundGit(path, wt_paths.git_dir)
     before = client._git(top, "rev-parse", f"{base}^{{tree}}")

@@ -165,6 +165,8 @@ class Fanout:
         self.timeout = timeout
         self.progress = progress
         self.interrupted: int | None = None
+        #: Called with each started run's row once it ended (delegate fanout --notify).
+        self.on_end: Callable[[dict], None] | None = None
         self._lock = threading.Lock()
         self._live: dict[int, subprocess.Popen] = {}
         self._dirs: list[str] = []
@@ -255,6 +257,8 @@ class Fanout:
             self._live.pop(proc.pid, None)
         report = {**row, **_report(out_dir, code, round(time.monotonic() - started, 3))}
         self.progress(f"{report['status']} {target.label} in {report['durationSeconds']:.0f}s")
+        if self.on_end is not None:
+            self.on_end(report)
         return report
 
     def _start(self, target: Target, out_dir: str, log: int) -> subprocess.Popen | None:
@@ -303,7 +307,7 @@ def _not_started(why: str) -> dict:
 def _report(out_dir: str, code: int, seconds: float) -> dict:
     """The row for a finished relay, from its result.json (or its stderr when it wrote none)."""
     from ..reading import read_json_object
-    from ..runs.view import RESULT_FILE, RESULT_LIMIT
+    from ..runs.view import RESULT_FILE, RESULT_LIMIT, Run
     from ..runstore import liveness, lookup
     from ..runstore.record import by_out_dir
 
@@ -328,7 +332,7 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
         "durationSeconds": seconds,
         "worktree": result.get("worktree"),
         "diffstat": result.get("diffstat"),
-        "tokens": tokens_of(result),
+        "tokens": Run(record, out_dir).tokens(),
     }
     row["landing"] = lookup.landing(record)
     if record.section("check") is not None:
@@ -387,6 +391,6 @@ def compare(refs: list[str]) -> list[dict]:
             "status": summary["status"], "changes": summary["changes"],
             "check": None if check is None else check.get("exitCode"),
             "review": reviews.get(run.id),
-            "tokens": tokens_of(run.result or {}), "seconds": summary["elapsedSeconds"],
+            "tokens": summary["tokens"], "seconds": summary["elapsedSeconds"],
         })  # fmt: skip
     return rows

@@ -206,6 +206,11 @@ def _worktree_lines(result: dict, result_path: str) -> list[str]:
             f"note: {tree['sourceUncommitted']} uncommitted change(s) in {tree.get('source')} "
             "were not in the worktree"
         )
+    included, skipped = tree.get("worktreeIncluded"), tree.get("worktreeIncludeSkipped")
+    if included or skipped:
+        left = f" ({len(skipped)} left out)" if isinstance(skipped, list) and skipped else ""
+        count = len(included) if isinstance(included, list) else 0
+        lines.append(f"included: {count} ignored file(s) from .worktreeinclude{left}")
     from ..invocation import quoted, runs_command
     from ..runstore.record import valid_id
 

@@ -129,6 +129,7 @@ def start(root: str) -> int:
     if not added.ok:
         sys.stderr.write(f"git worktree add failed there: {added.reason()}\n")
         return 3
+    _carry(spec, paths)
     with open(paths["brief"], "wb") as handle:
         handle.write(spec["brief"].encode("utf-8", "replace"))
     cd = os.path.normpath(os.path.join(paths["worktree"], spec.get("cdInside") or "."))
@@ -141,6 +142,28 @@ def start(root: str) -> int:
     _write_json(paths["info"], info)
     sys.stdout.write(json.dumps(info) + "\n")
     return 0
+
+
+def _carry(spec: dict, paths: dict) -> None:
+    """Write the ignored files the spec carries into the worktree; what is left out is told
+    on the relay's stderr. The spec keeps their paths only (`carried`), never in a commit."""
+    from ..worktreeinclude import FILE, unpack, write_entries
+
+    items = spec.pop("files", None)
+    if not items:
+        return
+    entries, problems = unpack(items)
+    written, unwritten = write_entries(paths["worktree"], entries)
+    spec["carried"] = [entry.path for entry in entries]
+    spec["included"], spec["includeSkipped"] = written, [*problems, *unwritten]
+    lines = "".join(f"relay: {FILE}: {p['path']!r} not written there: {p['reason']}\n"
+                    for p in spec["includeSkipped"])  # fmt: skip
+    if lines:
+        fd = os.open(paths["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, lines.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
 
 
 def _start_of(pid: int, process_start) -> str | None:
@@ -210,6 +233,8 @@ def _relay(spec: dict, argv: list[str], paths: dict, branch: str, mirror: str) -
             paths["worktree"], branch, spec["base"], mirror, argv[argv.index("--cd") + 1], 0
         )
         tree.common_dir = mirror
+        tree.included = spec.get("included", [])
+        tree.include_skipped = spec.get("includeSkipped", [])
         relay.prepared_worktree = tree
         relay.lane_override = spec.get("lane")
         try:
@@ -217,15 +242,19 @@ def _relay(spec: dict, argv: list[str], paths: dict, branch: str, mirror: str) -
         except BaseException as problem:  # the done file must still be written
             sys.stderr.write(f"relay: {type(problem).__name__}: {problem}\n")
             code = 1
-    head = _commit(paths["worktree"], run_id=os.path.basename(paths["outDir"]))
+    head = _commit(paths["worktree"], run_id=os.path.basename(paths["outDir"]),
+                   leave_out=spec.get("carried") or [])  # fmt: skip
     result = _read_json(os.path.join(paths["outDir"], "result.json"))
     _write_json(paths["done"], {"exitCode": code, "head": head, "result": result,
                                 "outDir": paths["outDir"]})  # fmt: skip
     return code
 
 
-def _commit(worktree: str, run_id: str) -> str | None:
-    """Commit the worktree's files (as the run left them) onto its branch; the new head."""
+def _commit(worktree: str, run_id: str, leave_out: list[str]) -> str | None:
+    """Commit the worktree's files (as the run left them) onto its branch; the new head.
+
+    The files carried in from the source's ignored ones (`leave_out`) are never committed.
+    """
     import tempfile
 
     from ..gitmeta import git_outcome
@@ -239,7 +268,7 @@ def _commit(worktree: str, run_id: str) -> str | None:
     parent = head.out.decode().strip()
     try:
         with tempfile.TemporaryDirectory(prefix="delegate-remote-") as scratch:
-            tree = snapshot_tree(worktree, scratch)
+            tree = snapshot_tree(worktree, scratch, leave_out)
     except (WorktreeError, OSError):
         return parent
     same = git_outcome(worktree, "rev-parse", f"{parent}^{{tree}}")
