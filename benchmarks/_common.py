@@ -184,6 +184,9 @@ def private_homes(env: dict, scratch: str) -> dict:
     for name, folder in homes.items():
         env[name] = os.path.join(scratch, folder)
         os.makedirs(env[name], exist_ok=True)
+    # The roots index and the state dir then live under the private HOME too.
+    env.pop("DELEGATE_STATE_ROOTS", None)
+    env.pop("DELEGATE_STATE_DIR", None)
     return env
 
 
