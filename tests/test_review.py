@@ -124,6 +124,19 @@ def test_compare_shows_each_runs_change_check_and_review(reviewed, tmp_path):
     assert lines[2].split()[6:8] == ["FAIL", "-"]
 
 
+def test_compare_shows_the_verdict_of_the_latest_review(reviewed, tmp_path):
+    """Reviewed twice: first changes requested, then approved; the later one is the verdict."""
+    source, claude, original = reviewed
+    claude.script({"run": {"actions": [{"stdout": _claude_says(VALID)}]}})
+    assert _review(source, tmp_path, original["relayRunId"], "first")[0].code == 0
+    approve = 'Fine now.\n```json\n{"verdict": "approve", "findings": []}\n```\n'
+    claude.script({"run": {"actions": [{"stdout": _claude_says(approve)}]}})
+    assert _review(source, tmp_path, original["relayRunId"], "second")[0].code == 0
+    done = delegate("runs", "compare", original["relayRunId"], "--json", env=source.env)
+    assert done.code == 0, done.err
+    assert [r["review"] for r in json.loads(done.out)["runs"]] == ["approve"]
+
+
 def test_fanout_review_by_reviews_every_completed_run(reviewed, tmp_path):
     from conftest import fleet_doc, write_json
 

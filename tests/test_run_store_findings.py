@@ -434,6 +434,22 @@ def test_wait_for_a_directory_with_no_run_is_a_usage_error(source, tmp_path):
     assert done.err.count("\n") == 1 and done.err.startswith("delegate: "), done
 
 
+def test_wait_on_a_directory_a_relay_was_given_but_has_not_started_in_is_a_usage_error(
+    source, tmp_path
+):
+    """A process holds `--out-dir DIR` (a relay still starting) and no run appears before
+    --timeout: exit 2 saying so, never `lost` or a timeout answer."""
+    out = tmp_path / "starting"
+    holder = subprocess.Popen(["sh", "-c", "sleep 60", "sh", "--out-dir", str(out)])
+    try:
+        done = _runs(source, "wait", str(out), "--timeout", "1s")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.code == 2, done
+    assert done.err == f"delegate: {out}: no relay run there yet after 1 s\n"
+
+
 def test_undo_never_reports_a_nested_repository_restored_that_it_left(source, tmp_path):
     who = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     source.bench.script({"actions": [

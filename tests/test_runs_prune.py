@@ -132,3 +132,22 @@ def test_the_text_a_person_reads():
     assert prune_text({"dryRun": False, "removed": [], "kept": [], "orphans": []}) == (
         "nothing to prune"
     )
+
+
+def test_a_running_run_is_never_pruned_whatever_its_age(source, tmp_path):
+    import signal
+
+    from fakes import wait_for
+
+    source.bench.script({"actions": [{"wait": "forever"}]})
+    proc = source.bench.start(env=source.env)
+    try:
+        wait_for(lambda: len(source.bench.fake.calls("run")) == 1)
+        report = _prune(source, "--force")  # no minimum age, unlanded work or not
+        assert report["removed"] == [] and report["kept"] == []
+        assert (source.bench.out / "run.json").exists()
+        listed = json.loads(source.delegate("runs", "list", "--json").out)["runs"]
+        assert [r["status"] for r in listed] == ["running"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)

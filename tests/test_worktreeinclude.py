@@ -295,6 +295,19 @@ def test_the_copy_stops_at_a_thousand_files_and_says_so(source):
     assert sorted(p.name for p in (path / "gen").iterdir()) == [f"f{n:04d}" for n in range(1000)]
 
 
+def test_a_symlink_out_of_the_source_is_never_read_as_an_entry(tmp_path):
+    """The source side on its own (the other machine's side checks again when writing)."""
+    top = tmp_path / "src"
+    top.mkdir()
+    (tmp_path / "secret.env").write_text("outside\n")
+    (top / "inside.env").write_text("inside\n")
+    (top / "out.env").symlink_to(tmp_path / "secret.env")
+    (top / "in.env").symlink_to(top / "inside.env")
+    entries, problems = worktreeinclude.read_entries(str(top), ["out.env", "in.env"])
+    assert [(e.path, e.link) for e in entries] == [("in.env", "inside.env")]
+    assert problems == [{"path": "out.env", "reason": SKIP_OUTSIDE}]
+
+
 def test_paths_that_leave_the_worktree_are_refused(tmp_path):
     worktree = tmp_path / "worktree"
     worktree.mkdir()
