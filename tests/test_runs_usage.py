@@ -165,6 +165,27 @@ def test_usage_by_implementer_sums_each_field_and_counts_runs_without_usage(worl
     assert world.usage() == report  # on a pipe, JSON without --json too
 
 
+def test_a_skill_folder_copied_alone_sums_the_same_under_a_bare_python(world, tmp_path):
+    """`runs.py usage` from a copied codex-delegate folder, `python3 -I -S`: the same report."""
+    import shutil
+
+    from conftest import ROOT, run
+
+    world.dispatch_all()
+    folder = tmp_path / "agent-skills" / "codex-delegate"
+    shutil.copytree(ROOT / "skills" / "codex-delegate", folder)
+    script = [PYTHON, "-I", "-S", str(folder / "scripts" / "runs.py"), "usage"]
+    done = run([*script, "--by", "lane", "--since", "7d"], env=world.env, timeout=120)
+    assert (done.code, done.err) == (0, ""), done
+    ours, theirs = json.loads(done.out), world.usage("--by", "lane", "--since", "7d")
+    assert ours.pop("since").startswith(theirs.pop("since")[:10])  # "now - 7d": a moment apart
+    assert ours == theirs
+    assert [g["lane"] for g in ours["groups"]] == ["feature", "review", "tests", None]
+    bad = run([*script, "--by", "model"], env=world.env, timeout=120)
+    assert bad.code == 2 and bad.err.startswith("runs.py: --by model: "), bad
+    assert bad.err.count("\n") == 1
+
+
 def test_usage_by_lane_repo_and_day(world):
     world.dispatch_all()
     assert groups(world.usage("--by", "lane")) == [

@@ -31,6 +31,7 @@ Usage:
                   [--attempts <n>] [--jobs <n>] [--timeout <duration>] [--host <name>]...
                   [--setup <cmd>] [--check <cmd>] [--no-confine]
   python3 runs.py compare <out-dir>...
+  python3 runs.py usage [--since <day>|<age>] [--by implementer|lane|repo|day]
   python3 runs.py --help
 
 <out-dir> is the run's directory, or its run id (the start line and
@@ -91,6 +92,11 @@ fanout one brief on several implementers (or lanes) at once, as delegate
        128+n after signal n
 compare runs side by side, to pick one: what each changed, its check, its
        latest review's verdict, tokens, time
+usage  the tokens and cost the implementers reported, summed per group
+       (--by implementer, the default, lane, repo or day) over the runs
+       this machine recorded, from the run store alone; --since YYYY-MM-DD
+       (UTC) or an age (7d, 12h); a run that reported none is counted in
+       runsWithoutUsage, never as zero
 
 Everything but diff and logs is printed as JSON on stdout.
 """
@@ -402,6 +408,8 @@ def _run(argv: list[str]) -> int:
             raise fail(SCRIPT, "compare needs one or more run directories or ids")
         _emit({"runs": compare(operands)})
         return 0
+    if command == "usage":
+        return _usage(args)
     if command == "cancel":
         _, operands = _take_value(args, None)
         from ..runs.waiting import cancel
@@ -411,6 +419,23 @@ def _run(argv: list[str]) -> int:
     if command in ("apply", "discard"):
         return _land(command, args)
     raise fail(SCRIPT, f"unknown command {jsjson.stringify(command)}. Use --help.")
+
+
+def _usage(args: list[str]) -> int:
+    from ..runs import usage
+    from ..runs.view import utc_now
+
+    since, rest = _take_value_keep(args, "--since")
+    by, operands = _take_value(rest, "--by")
+    if operands:
+        raise fail(SCRIPT, f"unexpected argument: {operands[0]}")
+    if len(since) > 1 or len(by) > 1:
+        raise fail(SCRIPT, "give --since and --by once each")
+    group = usage.check_by(by[0] if by else usage.DEFAULT_BY)
+    moment = usage.parse_since(since[0], utc_now()) if since else None
+    warn = lambda line: sys.stderr.write(f"{SCRIPT}: {line}\n")  # noqa: E731
+    _emit(usage.usage(group, moment, warn))
+    return 0
 
 
 def main(argv: list[str]) -> int:
