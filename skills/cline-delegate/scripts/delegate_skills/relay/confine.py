@@ -127,6 +127,7 @@ def arm(relay, env: dict[str, str], launcher: list[str] | None) -> None:
         env=env,
         refused=adapter.sandbox_refusal(opts, env),
         tmp=_private_tmp(relay),
+        deferred=True,  # the version probe, wrapped, shows that bwrap starts (launch.py)
     )
 
 

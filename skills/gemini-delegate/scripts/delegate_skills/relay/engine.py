@@ -156,6 +156,7 @@ class Relay:
 
             env[TOKEN_ENV] = self.record.get("token")
         launcher = adapter.launcher(opts, env)
+        unconfined_env = env
         if self.confined:
             from . import confine
 
@@ -172,6 +173,8 @@ class Relay:
             stopped = launch.preflight(self, launcher, env)
             if stopped is not None:
                 return stopped
+            if self.sandbox is not None and not self.sandbox.enforced:
+                env = unconfined_env  # bwrap could not start after all (launch.sandbox_shown)
             return supervise(self, launcher, env, brief)
         finally:
             if self.sandbox is not None:

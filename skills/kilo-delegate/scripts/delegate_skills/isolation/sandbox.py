@@ -56,6 +56,24 @@ class Sandbox:
         self.tmp = tmp
         #: What the implementer may write (real paths), when it is confined.
         self.writable: list[str] = []
+        #: (cwd, env) while bwrap has not yet been seen to start with this prefix: the first
+        #: command it wraps shows it, or `confirm` probes it (plan(deferred=True)).
+        self.unproven: tuple[str, dict[str, str]] | None = None
+
+    def confirm(self) -> bool:
+        """Whether bwrap starts here with this prefix, probed at most once; when it does not,
+        the sandbox becomes none, with bwrap's reason."""
+        if self.unproven is None:
+            return self.prefix is not None
+        cwd, env = self.unproven
+        self.unproven = None
+        problem = _probe(self.prefix, cwd, env)
+        if problem:
+            self.prefix, self.writable = None, []
+            self.reason = f"bwrap cannot start here: {problem}"
+            self.release()
+            return False
+        return True
 
     def lets_write_inside(self, roots: list[str | None]) -> bool:
         """Whether any writable path lies in (or around) one of `roots`."""
@@ -158,8 +176,13 @@ def plan(
     refused: str | None = None,
     tmp: str | None = None,
     owned: bool = True,
+    deferred: bool = False,
 ) -> Sandbox:
     """A sandbox for a confined run, or why there is none.
+
+    `deferred`: bwrap is not probed here; the caller's first wrapped command shows whether
+    it starts, and `Sandbox.confirm` says so when that command failed (a relay's version
+    probe: one bwrap start less per run).
 
     `refused` is the adapter's reason to run without one (its CLI cannot
     work inside it). `tmp` is the empty folder to mount as /tmp (by default a
@@ -186,13 +209,15 @@ def plan(
         except OSError as problem:
             return Sandbox(None, f"cannot make the run's private /tmp: {problem}")
     prefix = bwrap_argv(allow, tmp, bwrap, os.geteuid() == 0)
-    problem = _probe(prefix, cwd, env)
+    problem = None if deferred else _probe(prefix, cwd, env)
     if problem:
         if made or owned:
             shutil.rmtree(tmp, ignore_errors=True)
         return Sandbox(None, f"bwrap cannot start here: {problem}")
     confined = Sandbox(prefix, None, tmp if (made or owned) else None)
     confined.writable = _real_existing(allow.writable)
+    if deferred:
+        confined.unproven = (cwd, env)
     return confined
 
 

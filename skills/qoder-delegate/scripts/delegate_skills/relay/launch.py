@@ -75,6 +75,9 @@ def preflight(relay, launcher: list[str], env: dict[str, str]) -> int | None:
     for attempt, args in enumerate(attempts):
         remaining = ends - time.monotonic()
         kind, code, out, err = probe(relay, [*launcher, *args], env, remaining)
+        if kind in ("ok", "failed") and not sandbox_shown(relay, kind == "ok"):
+            # bwrap itself could not start here: the same probe again, without it
+            kind, code, out, err = probe(relay, [*launcher, *args], env, ends - time.monotonic())
         if kind == "ok":
             relay.version = adapter.parse_version(out)
             return None
@@ -86,6 +89,26 @@ def preflight(relay, launcher: list[str], env: dict[str, str]) -> int | None:
             continue
         return preflight_failed(relay, kind, code, err, int(budget * 1000))
     return None
+
+
+def sandbox_shown(relay, started: bool) -> bool:
+    """After a command wrapped in a sandbox not yet seen to start: False when bwrap could not
+    start here. The run then goes on unconfined, saying why (Sandbox.reason), and a
+    read-only run's tripwire takes the fuller baseline detection needs, before anything of
+    the implementer has run."""
+    sandbox = relay.sandbox
+    if sandbox is None or sandbox.unproven is None:
+        return True
+    if started:
+        sandbox.unproven = None
+        return True
+    if sandbox.confirm():
+        return True  # bwrap starts: what failed was the command inside it
+    if relay.adapter.read_only(relay.opts):
+        from .prepare import arm_read_only
+
+        arm_read_only(relay)
+    return False
 
 
 def probe(relay, argv: list[str], env: dict[str, str], seconds: float):
