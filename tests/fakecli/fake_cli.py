@@ -31,7 +31,9 @@ def record(scenario, kind, argv, stdin):
     }
     # Written whole under a hidden name, then linked in: a fake killed mid-way
     # (a relay aborting its version probe) never leaves half a record.
-    staged = os.path.join(directory, f".staged-{os.getpid()}")
+    # Not named by pid alone: confined fakes run in PID namespaces of their own, where two
+    # at once can both be pid 2.
+    staged = os.path.join(directory, f".staged-{os.getpid()}-{os.urandom(6).hex()}")
     with open(staged, "w") as handle:
         handle.write(repr(entry))  # a Python literal: no json import here
     for n in range(10000):
