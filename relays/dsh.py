@@ -26,18 +26,22 @@ model that actually served (actualModel) beside the one asked for.
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
-import stat
-import subprocess
 import time
 
 from delegate_skills import registry
 from delegate_skills.relay.adapter import State
-from delegate_skills.relay.options import Flag, Usage, check_model, check_token, timeout_ms
+from delegate_skills.relay.options import (
+    Flag,
+    Usage,
+    check_choice,
+    check_model,
+    check_token,
+    timeout_ms,
+)
 from delegate_skills.relay.parts import StdoutReportAdapter, StdoutState, is_number, text_or_none
+from delegate_skills.relay.records import command_output, entries, json_objects, written_since
 
 BRIEF = "brief.md"
 OUTPUT = "output.txt"
@@ -69,66 +73,13 @@ def sessions_root(cd: str) -> str | None:
     return root if os.path.isdir(root) else None
 
 
-def _regular_since(path: str, cutoff: float) -> bool:
-    """A regular file (no link, no fifo) written since `cutoff`."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_mtime >= cutoff
-
-
 def unpack(zstd: str, path: str, limit: int) -> bytes:
-    """The first `limit` bytes of every frame of the zstd file at `path`, decompressed.
-
-    What `zstd` has not given within UNPACK_SECONDS is left out.
-    """
-    try:
-        proc = subprocess.Popen(
-            [zstd, "-dcq", "--", path],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError:
-        return b""
-    chunks, size = [], 0
-    deadline = time.monotonic() + UNPACK_SECONDS
-    try:
-        while size < limit:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
-                break
-            chunk = os.read(proc.stdout.fileno(), min(1 << 20, limit - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stdout.close()
-        proc.wait()
-    return b"".join(chunks)
-
-
-def _lines(data: bytes):
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # a frame cut mid-line
-        if isinstance(event, dict):
-            yield event
+    """The first `limit` bytes of every frame of the zstd file at `path`, decompressed."""
+    return command_output([zstd, "-dcq", "--", path], limit, UNPACK_SECONDS)
 
 
 def _data(event: dict) -> dict:
     return event["data"] if isinstance(event.get("data"), dict) else {}
-
-
-def _entries(path: str) -> list[os.DirEntry]:
-    with os.scandir(path) as found:
-        return sorted(found, key=lambda entry: entry.name)
 
 
 def find_record(zstd: str, root: str, cd: str, started_ms: float) -> tuple[str, str] | None:
@@ -136,15 +87,15 @@ def find_record(zstd: str, root: str, cd: str, started_ms: float) -> tuple[str, 
     cutoff = started_ms / 1000 - MTIME_SLACK_S
     folders = {cd, os.path.realpath(cd)}
     best, looked = None, 0
-    for workspace in _entries(root):
+    for workspace in entries(root):
         if not workspace.is_dir(follow_symlinks=False) or workspace.stat().st_mtime < cutoff:
             continue
-        for session in _entries(workspace.path):
+        for session in entries(workspace.path):
             record = os.path.join(session.path, RECORD)
-            if looked >= MAX_CANDIDATES or not _regular_since(record, cutoff):
+            if looked >= MAX_CANDIDATES or not written_since(record, cutoff):
                 continue
             looked += 1
-            header = next(_lines(unpack(zstd, record, HEADER_BYTES).split(b"\n", 1)[0]), {})
+            header = next(json_objects(unpack(zstd, record, HEADER_BYTES).split(b"\n", 1)[0]), {})
             created = header.get("createdAt")
             if header.get("type") != "session" or not isinstance(header.get("id"), str):
                 continue
@@ -158,7 +109,7 @@ def find_record(zstd: str, root: str, cd: str, started_ms: float) -> tuple[str, 
 def read_record(zstd: str, path: str, session_id: str) -> dict:
     last: dict[str, dict] = {}
     usage = {"inputTokens": 0, "outputTokens": 0, "assistantMessages": 0}
-    for event in _lines(unpack(zstd, path, RECORD_BYTES)):
+    for event in json_objects(unpack(zstd, path, RECORD_BYTES)):
         kind = event.get("type")
         if isinstance(kind, str):
             last[kind] = _data(event)
@@ -303,13 +254,9 @@ class Dsh(StdoutReportAdapter):
                 )
             source = opts["readOnlySource"] or "flag"
             opts.update(permissionMode=READ_ONLY, permissionModeSource=source)
-        mode, source = opts["permissionMode"], opts["permissionModeSource"]
-        if mode is not None and mode not in registry.DSH_PERMISSION:
-            where = MODE_ENV if source == "environment" else "--permission-mode"
-            raise Usage(
-                f'invalid {where} "{mode}" (expected: {", ".join(registry.DSH_PERMISSION)})'
-            )
-        opts["readOnly"] = mode == READ_ONLY
+        where = MODE_ENV if opts["permissionModeSource"] == "environment" else "--permission-mode"
+        check_choice(opts, "permissionMode", where, registry.DSH_PERMISSION)
+        opts["readOnly"] = opts["permissionMode"] == READ_ONLY
         check_model(opts, registry.SHELL_SAFE)
         check_token(opts, "provider", "--provider", registry.SHELL_SAFE)
         if opts["provider"] is not None and opts["model"] is None:

@@ -186,6 +186,16 @@ def resume_lines(
 # ---------------------------------------------------------------- stream-json messages
 
 
+def deep_merge(under: dict, over: dict) -> dict:
+    """`under` with `over` laid on it: objects both hold are merged, key by key, the rest of
+    `over` wins (a CLI's configuration documents, as they layer)."""
+    merged = dict(under)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = deep_merge(merged[key], value) if both else value
+    return merged
+
+
 def first_set(mapping: dict, *keys: str):
     """The value of the first of `keys` that `mapping` holds as something other than None."""
     for key in keys:

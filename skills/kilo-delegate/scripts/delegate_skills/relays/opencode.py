@@ -32,7 +32,7 @@ import json
 import os
 
 from delegate_skills import registry
-from delegate_skills.relay.adapter import FINAL_LIMIT, Adapter, State, session_lines
+from delegate_skills.relay.adapter import FINAL_LIMIT, Adapter, State, TextParts, session_lines
 from delegate_skills.relay.options import (
     Flag,
     Usage,
@@ -42,7 +42,8 @@ from delegate_skills.relay.options import (
     timeout_ms,
     value_flag,
 )
-from delegate_skills.relay.parts import is_number
+from delegate_skills.relay.parts import deep_merge, is_number
+from delegate_skills.relay.tokens import add_counts
 
 PLAN = "plan"
 #: OpenCode's own rules for reading: .env files stay behind a prompt (rejected headless).
@@ -75,14 +76,6 @@ TOP_PERMISSION = {
     **PLAN_LAST_WORD,
 }
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
-
-
-def _merge(under: dict, over: dict) -> dict:
-    merged = dict(under)
-    for key, value in over.items():
-        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
-        merged[key] = _merge(merged[key], value) if both else value
-    return merged
 
 
 def instruction_files(cwd: str) -> list[str]:
@@ -119,7 +112,7 @@ def plan_environment(env: dict[str, str], cwd: str) -> dict[str, str]:
         if isinstance(parsed, dict):
             if isinstance(parsed.get("instructions"), list):
                 files = [*parsed["instructions"], *files]
-            content = _merge(parsed, override)
+            content = deep_merge(parsed, override)
     if files:
         content["instructions"] = files
     return {
@@ -134,39 +127,21 @@ class OpenCodeState(State):
     def __init__(self, opts: dict) -> None:
         super().__init__(opts)
         self.session_id = opts.get("session") or None
-        #: Text parts by id, in order; only the latest FINAL_LIMIT characters are kept.
-        self.text_parts: dict[str, str] = {}
-        self.text_size = 0
+        self.text_parts = TextParts()
         self.cost = 0.0
         self.saw_cost = False
         #: Every step's `tokens`, summed: {input, output, reasoning, total, cache: {read, write}}.
         self.tokens: dict | None = None
 
 
-#: The counts of a step's `tokens` that are summed over the run (besides its cache).
-TOKEN_KEYS = ("input", "output", "reasoning", "total")
-
-
-def add_tokens(state: OpenCodeState, tokens: dict) -> None:
-    """Add one step's `tokens` to the run's sum."""
-    summed = state.tokens or {key: 0 for key in TOKEN_KEYS} | {"cache": {"read": 0, "write": 0}}
-    for key in TOKEN_KEYS:
-        if is_number(tokens.get(key)):
-            summed[key] += tokens[key]
-    cache = tokens.get("cache")
-    for key in ("read", "write"):
-        if isinstance(cache, dict) and is_number(cache.get(key)):
-            summed["cache"][key] += cache[key]
-    state.tokens = summed
-
-
-def _keep_part(state: OpenCodeState, part_id: str, text: str) -> None:
-    """Store a text part (a repeated id replaces its text); drop the oldest past the limit."""
-    state.text_size += len(text) - len(state.text_parts.get(part_id, ""))
-    state.text_parts[part_id] = text  # a known id keeps its place
-    while state.text_size > FINAL_LIMIT and len(state.text_parts) > 1:
-        oldest = next(iter(state.text_parts))
-        state.text_size -= len(state.text_parts.pop(oldest))
+#: What a step's `tokens` holds that is summed over the run.
+STEP_TOKENS = {
+    "input": 0,
+    "output": 0,
+    "reasoning": 0,
+    "total": 0,
+    "cache": {"read": 0, "write": 0},
+}
 
 
 class OpenCode(Adapter):
@@ -281,17 +256,17 @@ class OpenCode(Adapter):
         if event.get("type") == "text" and part.get("type") == "text":
             part_id = part.get("id") or f"anon-{len(state.text_parts)}"
             text = part.get("text")
-            _keep_part(state, part_id, text[-FINAL_LIMIT:] if isinstance(text, str) else "")
+            state.text_parts.put(part_id, text[-FINAL_LIMIT:] if isinstance(text, str) else "")
         elif event.get("type") == "step_finish":
             cost = part.get("cost")
             if is_number(cost):
                 state.cost += cost
                 state.saw_cost = True
             if isinstance(part.get("tokens"), dict):
-                add_tokens(state, part["tokens"])
+                state.tokens = add_counts(state.tokens, part["tokens"], STEP_TOKENS)
 
     def final_message(self, state: OpenCodeState, run) -> str:
-        return "".join(state.text_parts.values())[-FINAL_LIMIT:].strip()
+        return state.text_parts.text()[-FINAL_LIMIT:].strip()
 
     def config_fields(self, opts: dict, state: State) -> dict:
         return {

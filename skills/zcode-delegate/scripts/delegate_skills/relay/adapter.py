@@ -44,6 +44,30 @@ def _with_help(flag: Flag, help: str) -> Flag:
 FINAL_LIMIT = 1_048_576
 
 
+class TextParts:
+    """Assistant text parts by id, in the order they came (a repeated id replaces its text in
+    place); the oldest are dropped while the whole is over `limit` characters."""
+
+    __slots__ = ("_parts", "_size", "limit")
+
+    def __init__(self, limit: int = FINAL_LIMIT) -> None:
+        self.limit = limit
+        self._parts: dict[str, str] = {}
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def put(self, part_id: str, text: str) -> None:
+        self._size += len(text) - len(self._parts.get(part_id, ""))
+        self._parts[part_id] = text
+        while self._size > self.limit and len(self._parts) > 1:
+            self._size -= len(self._parts.pop(next(iter(self._parts))))
+
+    def text(self) -> str:
+        return "".join(self._parts.values())
+
+
 class TextTail:
     """Assistant text as it streams in, joined by `sep`, of which only the last
     FINAL_LIMIT characters are kept (`dropped` counts what was let go).

@@ -64,6 +64,22 @@ def _usd(value) -> float | int | None:
     return value if 0 <= value < float("inf") else None
 
 
+def add_counts(summed: dict | None, step: dict, shape: dict) -> dict:
+    """`summed` (None: nothing yet) plus one step's usage as the CLI reports it per step,
+    for the keys of `shape` (counts, and objects of counts such as a cache's)."""
+    if summed is None:
+        summed = {key: add_counts(None, {}, inner) if isinstance(inner, dict) else 0
+                  for key, inner in shape.items()}  # fmt: skip
+    for key, inner in shape.items():
+        value = step.get(key)
+        if isinstance(inner, dict):
+            if isinstance(value, dict):
+                add_counts(summed[key], value, inner)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            summed[key] += value
+    return summed
+
+
 def usage_summary(raw, cost=None, cache_inside_input: bool = False) -> dict | None:
     """A result's `tokenUsage` from one usage object as a CLI reports it; None when it
     gives no count and no cost.
