@@ -12,6 +12,9 @@ from pathlib import Path
 
 FAKE = Path(__file__).parent / "fakecli" / "fake_cli.py"
 ROOT = Path(__file__).resolve().parent.parent
+#: The interpreter the fakes run on, by its real path: a confined run sees the file system but
+#: its /tmp, so a checkout (and its venv) under /tmp would be out of its sight.
+SHIM_PYTHON = os.path.realpath(sys.executable)
 
 
 class Fake:
@@ -26,11 +29,13 @@ class Fake:
 
     def install(self, name: str) -> Path:
         shim = self.bin / name
+        # The fake's code beside its shims: a confined run sees the binary's own folder.
+        (self.bin / FAKE.name).write_bytes(FAKE.read_bytes())
         shim.write_text(
-            f"#!{sys.executable} -S\n"
+            f"#!{SHIM_PYTHON} -S\n"
             "import sys\n"
             f"sys.argv[1:1] = [{str(self.scenario_path)!r}]\n"
-            f"sys.path.insert(0, {str(FAKE.parent)!r})\n"
+            f"sys.path.insert(0, {str(self.bin)!r})\n"
             "import fake_cli\n"
             "fake_cli.main()\n"
         )

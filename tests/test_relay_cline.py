@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from conftest import commit_all, fleet_doc, write_json
+from fakes import SHIM_PYTHON
 from relaykit import DETECT_ONLY, Bench, argv_of
 
 PROMPT = "Follow the task instructions provided on stdin."
@@ -78,7 +79,7 @@ def test_brief_reaches_cline_through_a_real_pipe(bench):
     # cline reads piped stdin only when fd 0 is a FIFO or a regular file.
     shim = bench.fake.bin / "cline"
     shim.write_text(
-        f"#!{sys.executable} -S\n"
+        f"#!{SHIM_PYTHON} -S\n"
         "import json, os, stat, sys\n"
         "if '--version' in sys.argv: print('3.0.65'); sys.exit(0)\n"
         "kind = 'fifo' if stat.S_ISFIFO(os.fstat(0).st_mode) else 'not a fifo'\n"
@@ -278,7 +279,6 @@ def test_a_hub_daemon_left_running_is_named(bench, home):
     """Cline 3's hub outlives runs by design: the result and summary name it."""
     import json as _json
     import subprocess
-    import sys
 
     hub = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(600)", "--cline-hub-daemon", "--port", "1"],
