@@ -9,6 +9,7 @@ standard library only, so a copy of the skill folder works on its own with
 any Python 3.10 or newer and nothing installed.
 """
 
+import gc
 import os
 import sys
 
@@ -19,6 +20,11 @@ def _fail(script, message):
 
 
 def main():
+    # What start-up allocates (the core's modules, their tables) lives as long as the
+    # process, so the cyclic collector finds nothing in it: it stays off until the core
+    # is loaded and set up, and the core turns it on again before anything long-lived
+    # (a relay supervising its implementer, a wait, a discover).
+    gc.disable()
     script_path = os.path.realpath(__file__)
     scripts_dir = os.path.dirname(script_path)
     script = os.path.basename(script_path)

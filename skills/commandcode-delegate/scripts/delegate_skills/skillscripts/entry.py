@@ -8,6 +8,7 @@ file name and skill folder.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -24,6 +25,10 @@ SCRIPT_MODULES = {
     "discover": "delegate_skills.skillscripts.discover",
     "runs": "delegate_skills.skillscripts.runs",
 }
+
+#: Scripts that keep the cyclic collector off, as the entry left it: lane and config
+#: end as soon as they answer; the relay turns it on once its implementer runs.
+SHORT_LIVED = ("relay", "lane", "config")
 
 
 def skill_key(skill_dir: str) -> str | None:
@@ -55,6 +60,8 @@ def run(script: str, skill_dir: str, argv: list[str]) -> int:
         sys.stderr.write(f"{script}: not a delegate-skills script\n")
         return 2
     module = importlib.import_module(SCRIPT_MODULES[stem])
+    if stem not in SHORT_LIVED:
+        gc.enable()  # the entry turned it off for start-up; a wait may last hours
     if stem != "relay":
         return module.main(argv)
     key = skill_key(skill_dir)

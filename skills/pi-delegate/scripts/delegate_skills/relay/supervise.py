@@ -10,6 +10,7 @@ ended before the verdict is taken.
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 
@@ -132,6 +133,7 @@ def supervise(relay, launcher: list[str], env: dict[str, str], brief: str) -> in
             relay, "failed", 1, None, error=f"could not start {adapter.binary}: {problem}"
         )
     relay.launched = True
+    gc.enable()  # off since start-up (the skill entry): the run may last hours
     _record_group(relay, child)
     try:
         return _watch(relay, child, scanner, decoder)
