@@ -23,7 +23,10 @@ Then the processes each dispatch kind starts, one run each, outside the timing:
 - our relay's own children by program, from an audit hook and with no wrapper on PATH (a
   wrapper is not the git a real dispatch finds; the count can differ).
 
-Last, the interpreters' start floor (`python -S -c pass`, `python -c pass`, `node -e 0`).
+Last, the interpreters' start floor (`python -S -c pass`, `python -c pass`, `node -e 0`);
+the floor of a plain dispatch (a bare interpreter that starts the children our plain
+dispatch started, logged above, one after the other and does nothing else) against Node's
+plain dispatch; and what moving a process into a new run cgroup costs on this machine.
 `--quick` runs a few rounds only; `--list` prints every command line logged.
 """
 
@@ -35,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from _common import (
     PYTHON,
@@ -158,6 +162,57 @@ def count_git(scratch: str, sides: dict, listing: bool) -> dict[str, int]:
     return counts
 
 
+#: `python -c REPLAY <log>` starts the children of a LAUNCHER log one after the other, as the
+#: relay did (same argv, cwd and GIT_INDEX_FILE, a brief on stdin, output thrown away), and
+#: does nothing else: what a Python relay that starts these children costs at the least.
+REPLAY = r"""
+import os, subprocess, sys
+with open(sys.argv[1], encoding="utf-8") as handle:
+    entries = handle.read().split("\x1d\n")[:-1]
+for entry in entries:
+    cwd, index, *argv = entry.split("\x1e")
+    env = dict(os.environ)
+    if index:
+        env["GIT_INDEX_FILE"] = index
+    subprocess.run(argv, cwd=cwd or None, env=env, input=b"brief\n",
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def floor_of(scratch: str, name: str, env: dict) -> tuple[list[str], int] | None:
+    """(argv replaying the children our `name` dispatch started, how many), from its log."""
+    log = os.path.join(scratch, "children-" + name.replace(" ", "-").replace(",", "") + ".log")
+    entries = read_child_log(log)
+    if not entries:
+        return None
+    return [PYTHON, "-c", REPLAY, log], len(entries)
+
+
+def cgroup_join_ms() -> str:
+    """What moving a new process into a fresh cgroup costs here (the relay does it once per run).
+
+    Each run's processes live in a cgroup of their own where cgroup v2 can be written (so a
+    daemon that leaves the process group is still ended); the kernel's first move into it
+    waits for an RCU grace period: time the relay waits, not CPU it spends.
+    """
+    sys.path.insert(0, os.path.join(ROOT, "src"))
+    from delegate_skills.isolation import linux
+
+    path = linux.cgroup_create(f"bench{os.getpid()}")
+    if path is None:
+        return "no cgroup can be made here: a run has none, and pays nothing for it"
+    walls = []
+    try:
+        for _ in range(3):
+            began = time.perf_counter()
+            subprocess.run(["true"], preexec_fn=linux.cgroup_join_hook(path), check=False)
+            walls.append(time.perf_counter() - began)
+    finally:
+        linux.cgroup_remove(path)
+    shown = ", ".join(ms(wall).strip() for wall in walls)
+    return f"starting `true` in a new run cgroup, three times in a row: {shown}"
+
+
 def count_children(scratch: str, sides: dict, wrapped: dict[str, int], listing: bool) -> None:
     """Print what our relay itself starts, seen by an audit hook (the git on PATH is the real one).
 
@@ -251,6 +306,21 @@ def main() -> int:
         print(f"interpreter start floor, medians of {runs * 2} (for context)")
         for name, timing in f.items():
             print("\n".join(single_rows(name, timing)))
+        replayed = floor_of(scratch, "ours plain", env)
+        if replayed is not None:
+            argv, count = replayed
+            sides_floor = {"replay": command(argv, env)}
+            if node:
+                sides_floor["node plain"] = timed["node plain"]
+            r = paired(sides_floor, runs)
+            print()
+            print(f"the floor of a plain dispatch, medians of {runs}: the bare interpreter")
+            print(f"starting our plain dispatch's {count} children in turn, and nothing else")
+            if node:
+                print(header("floor", "node"))
+                print("\n".join(ratio_rows("floor", r["replay"], r["node plain"], 0.7)))
+            print("\n".join(single_rows("floor", r["replay"])))
+        print(cgroup_join_ms())
     return 0
 
 
