@@ -192,7 +192,8 @@ def load(run_id: str) -> Record | None:
     return Record(run_id, data)
 
 
-def _ids(prefix: str = "") -> list[str]:
+def stored_ids(prefix: str = "") -> list[str]:
+    """The ids of the record directories in the store (starting with `prefix`), in order."""
     try:
         names = os.listdir(records_root())
     except OSError:
@@ -202,21 +203,29 @@ def _ids(prefix: str = "") -> list[str]:
 
 def all_records() -> list[Record]:
     """Every record in the store (ids in order)."""
-    return [found for name in _ids() if (found := load(name)) is not None]
+    return [found for name in stored_ids() if (found := load(name)) is not None]
 
 
 def by_prefix(prefix: str) -> list[Record]:
     """Records whose id starts with `prefix`."""
-    return [found for name in _ids(prefix) if (found := load(name)) is not None]
+    return [found for name in stored_ids(prefix) if (found := load(name)) is not None]
 
 
 def by_out_dir(out_dir: str) -> Record | None:
-    """The newest record of a run that wrote to `out_dir` (by its real path), or None."""
+    """The newest record of a run that wrote to `out_dir` (by its real path), or None.
+
+    Reads only the records the out-dir index names (outdirs.py), each checked.
+    """
+    from .outdirs import runs_of
+
     wanted = os.path.realpath(out_dir)
     newest = None
-    for found in all_records():
-        if found.get("outDir") == wanted and (
-            newest is None or str(found.get("startedAt")) > str(newest.get("startedAt"))
+    for run_id in runs_of(wanted):
+        found = load(run_id)
+        if (
+            found is not None
+            and found.get("outDir") == wanted
+            and (newest is None or str(found.get("startedAt")) > str(newest.get("startedAt")))
         ):
             newest = found
     return newest

@@ -1,0 +1,84 @@
+"""Which run wrote to which out-dir, without reading every record.
+
+Each dispatch asks whether its --out-dir holds a run still going or a change
+not landed, and `runs` commands take an out-dir where they take a run id. The
+answer is in the records, one file per run; reading them all makes every
+dispatch slower as the store fills. `runs/outdirs.json` maps the id of each
+record read once to the out-dir it names (a record's out-dir never changes).
+
+The records stay the truth; the index only says which of them to read:
+
+- a lookup lists the record directories (one directory read) and reads the
+  records the index does not hold yet (runs made since, or by an older
+  version), then adds them to it under the write queue;
+- ids the index holds that are no longer in the store are not used, and are
+  dropped the next time it is written;
+- each record the index names for the out-dir is read and must name that
+  out-dir itself.
+
+An index that cannot be read is rebuilt; one that cannot be written only
+costs the next lookup the same reads again.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..reading import read_json_object
+from .paths import records_root
+
+INDEX_FILE = "outdirs.json"
+INDEX_SCHEMA = "delegate-outdir-index.v1"
+#: An entry is an id and a path: a few hundred bytes at most.
+_INDEX_LIMIT = 64 * 1024 * 1024
+
+
+def index_path() -> str:
+    return os.path.join(records_root(), INDEX_FILE)
+
+
+def _read(path: str) -> dict[str, str]:
+    data = read_json_object(path, _INDEX_LIMIT)
+    if not data or data.get("schema") != INDEX_SCHEMA or not isinstance(data.get("runs"), dict):
+        return {}
+    return {key: value for key, value in data["runs"].items() if isinstance(value, str)}
+
+
+def _write(path: str, found: dict[str, str], present: set[str]) -> None:
+    """Add `found` to the index, keeping only ids in `present`; nothing when it cannot."""
+    from .. import store
+    from ..errors import UserError
+    from ..jsjson import document_bytes
+
+    try:
+        with store.queue((path,), store.lock_path_for(path), by_hand=True):
+            runs = {key: value for key, value in _read(path).items() if key in present}
+            runs.update(found)
+            data = {"schema": INDEX_SCHEMA, "runs": dict(sorted(runs.items()))}
+            store.atomic_write(path, document_bytes(data), durable=False, new_mode=0o600)
+    except (OSError, UserError):
+        pass
+
+
+def runs_of(out_dir: str) -> list[str]:
+    """Ids of the runs in the store whose record may name `out_dir` (a real path).
+
+    The caller reads each record and checks its out-dir: the index is a cache.
+    """
+    from .record import load, stored_ids
+
+    ids = stored_ids()
+    path = index_path()
+    known = _read(path)
+    found = {}
+    for run_id in ids:
+        if run_id in known:
+            continue
+        record = load(run_id)
+        named = record.get("outDir") if record is not None else None
+        if isinstance(named, str):
+            found[run_id] = named
+    if found:
+        _write(path, found, set(ids))
+        known.update(found)
+    return [run_id for run_id in ids if known.get(run_id) == out_dir]
