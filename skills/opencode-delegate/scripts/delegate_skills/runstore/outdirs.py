@@ -5,7 +5,8 @@ Each dispatch asks whether its --out-dir holds a run still going or a change
 not landed, and `runs` commands take an out-dir where they take a run id. The
 answer is in the records, one file per run; reading them all makes every
 dispatch slower as the store fills. `runs/outdirs.json` maps the id of each
-record read once to the out-dir it names (a record's out-dir never changes).
+record read once to the out-dir it names and when its run started (neither
+ever changes).
 
 The records stay the truth; the index only says which of them to read:
 
@@ -14,8 +15,9 @@ The records stay the truth; the index only says which of them to read:
   version), then adds them to it under the write queue;
 - ids the index holds that are no longer in the store are not used, and are
   dropped the next time it is written;
-- each record the index names for the out-dir is read and must name that
-  out-dir itself.
+- the records it names for the out-dir are read newest first, and the first
+  that names that out-dir and that start itself is the answer; when none
+  does, every one it names is read.
 
 An index that cannot be read is rebuilt; one that cannot be written only
 costs the next lookup the same reads again.
@@ -38,14 +40,19 @@ def index_path() -> str:
     return os.path.join(records_root(), INDEX_FILE)
 
 
-def _read(path: str) -> dict[str, str]:
+def _read(path: str) -> dict[str, tuple[str, str]]:
+    """{run id: (out-dir, startedAt)} as the index holds them ({} when it cannot be read)."""
     data = read_json_object(path, _INDEX_LIMIT)
     if not data or data.get("schema") != INDEX_SCHEMA or not isinstance(data.get("runs"), dict):
         return {}
-    return {key: value for key, value in data["runs"].items() if isinstance(value, str)}
+    return {
+        key: (value[0], value[1])
+        for key, value in data["runs"].items()
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)
+    }
 
 
-def _write(path: str, found: dict[str, str], present: set[str]) -> None:
+def _write(path: str, found: dict[str, tuple[str, str]], present: set[str]) -> None:
     """Add `found` to the index, keeping only ids in `present`; nothing when it cannot."""
     from .. import store
     from ..errors import UserError
@@ -55,16 +62,26 @@ def _write(path: str, found: dict[str, str], present: set[str]) -> None:
         with store.queue((path,), store.lock_path_for(path), by_hand=True):
             runs = {key: value for key, value in _read(path).items() if key in present}
             runs.update(found)
-            data = {"schema": INDEX_SCHEMA, "runs": dict(sorted(runs.items()))}
+            entries = {key: list(value) for key, value in sorted(runs.items())}
+            data = {"schema": INDEX_SCHEMA, "runs": entries}
             store.atomic_write(path, document_bytes(data), durable=False, new_mode=0o600)
     except (OSError, UserError):
         pass
 
 
-def runs_of(out_dir: str) -> list[str]:
-    """Ids of the runs in the store whose record may name `out_dir` (a real path).
+def entry(record) -> tuple[str, str] | None:
+    """What the index keeps of a record: (out-dir, startedAt), or None for neither."""
+    out_dir, started = record.get("outDir"), record.get("startedAt")
+    if not isinstance(out_dir, str):
+        return None
+    return out_dir, started if isinstance(started, str) else ""
 
-    The caller reads each record and checks its out-dir: the index is a cache.
+
+def runs_of(out_dir: str) -> list[tuple[str, str]]:
+    """(run id, startedAt) of each run whose record may name `out_dir` (a real path), the
+    latest start first.
+
+    The caller reads the records and checks them: the index is a cache.
     """
     from .record import load, stored_ids
 
@@ -76,10 +93,11 @@ def runs_of(out_dir: str) -> list[str]:
         if run_id in known:
             continue
         record = load(run_id)
-        named = record.get("outDir") if record is not None else None
-        if isinstance(named, str):
-            found[run_id] = named
+        kept = entry(record) if record is not None else None
+        if kept is not None:
+            found[run_id] = kept
     if found:
         _write(path, found, set(ids))
         known.update(found)
-    return [run_id for run_id in ids if known.get(run_id) == out_dir]
+    named = [(run_id, known[run_id][1]) for run_id in ids if known.get(run_id, ("",))[0] == out_dir]
+    return sorted(named, key=lambda pair: pair[1], reverse=True)
