@@ -5,7 +5,8 @@ On an approved two-lane project config (written once by `config.py write`), time
 `skills/delegate-setup/scripts/lane.py resolve --cwd <repo> --lane review --implementer codex`
 and the Node bundle's `lane.mjs` with the same arguments (DELEGATE_BENCH_NODE_BUNDLE), in
 alternating rounds with each interpreter's bare start (`python -S -c pass`, `python -c pass`,
-`node -e 0`), from:
+`node -e 0`) and the floor of any Python resolve (that interpreter importing json, hashlib and
+subprocess and running the one `git rev-parse`, nothing else), from:
 
 - a bare venv's interpreter (nothing installed in it; _common.PYTHON);
 - pyenv's CPython 3.12 by its path (`~/.pyenv/versions/3.12*/bin/python3`, else what
@@ -53,6 +54,17 @@ LANES = """{
 }
 """
 SCRIPTS = os.path.join(ROOT, "skills", "delegate-setup", "scripts")
+#: `python -c FLOOR <repo>`: what any Python lane resolve does at the least, and nothing else:
+#: the standard modules it needs (json to read the lanes, hashlib for the approval's sha256,
+#: subprocess for git) and the one `git rev-parse` that finds the project's config and its
+#: approval. The cyclic collector is off, as in our scripts.
+FLOOR = (
+    "import gc\n"
+    "gc.disable()\n"
+    "import json, hashlib, subprocess, sys\n"
+    "subprocess.run(['git', '-C', sys.argv[1], 'rev-parse', '--show-toplevel',"
+    " '--absolute-git-dir'], stdout=subprocess.PIPE)\n"
+)
 GOAL = 0.6
 
 
@@ -78,10 +90,12 @@ def answer(argv: list[str], env: dict) -> dict:
 def measure(label: str, python: str, node: list[str] | None, args: list[str], env: dict, runs):
     subprocess.run([python, "-m", "compileall", "-q", SCRIPTS], env=env, check=True)
     ours = [python, os.path.join(SCRIPTS, "lane.py"), *args]
+    repo = args[args.index("--cwd") + 1]
     sides = {
         "ours": command(ours, env),
         "python -S -c pass": command([python, "-S", "-c", "pass"], env),
         "python -c pass": command([python, "-c", "pass"], env),
+        "floor": command([python, "-c", FLOOR, repo], env),
     }
     if node:
         if answer(ours, env) != answer([*node, *args], env):
@@ -99,6 +113,9 @@ def measure(label: str, python: str, node: list[str] | None, args: list[str], en
     floor = t["python -c pass"]
     ours_part = f"wall {ms(t['ours'].wall - floor.wall)}   CPU {ms(t['ours'].cpu - floor.cpu)}"
     print(f"{'ours over python -c pass':<34} {ours_part}")
+    if node:
+        print("the floor (the interpreter, the modules any resolve needs, one git):")
+        print("\n".join(ratio_rows("floor", t["floor"], t["node"], GOAL)))
     if node:
         nf, n = t["node -e 0"], t["node"]
         print(f"{'node over node -e 0':<34} wall {ms(n.wall - nf.wall)}   CPU {ms(n.cpu - nf.cpu)}")
