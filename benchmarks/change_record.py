@@ -15,14 +15,16 @@ in alternating rounds:
 Prints per size the median wall and CPU of both (CPU: this process's own plus that of the
 git processes it waited for; git status: the child's) and record / status, against the goal
 of at most 2x; and, apart, the `changes` field (the diff and changes.patch) the result is
-written from. Runs in this process, so the interpreter's start is not counted. The first
-round is untimed (it warms the object store). `--sizes 10,20000` picks sizes; `--quick` runs
-a few rounds.
+written from; and the median wall of each git command the record runs, against one `git
+status`, so what each step costs shows. Runs in this process, so the interpreter's start is
+not counted. The first round is untimed (it warms the object store). `--sizes 10,20000`
+picks sizes; `--quick` runs a few rounds.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +45,7 @@ from _common import (
 
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-from delegate_skills.gitmeta import repo_paths
+from delegate_skills.gitmeta import BoundGit, repo_paths
 from delegate_skills.snapshots.changes import ChangeRecord
 
 SIZES = (10, 20_000, 100_000)
@@ -86,6 +88,58 @@ def make_repo(root: str, files: int) -> tuple[str, float]:
     return repo, time.perf_counter() - began
 
 
+class Steps:
+    """The wall time of each git command the record runs, by its words, per round."""
+
+    def __init__(self) -> None:
+        self.rounds: list[list[tuple[str, float]]] = []
+        real = BoundGit.start
+
+        def start(git, *args, **kw):
+            began = time.perf_counter()
+            pending = real(git, *args, **kw)
+            result = pending.result
+
+            def timed():
+                done = result()
+                if self.rounds:
+                    self.rounds[-1].append((words(args), time.perf_counter() - began))
+                return done
+
+            pending.result = timed
+            return pending
+
+        BoundGit.start = start
+
+    def begin_round(self) -> None:
+        self.rounds.append([])
+
+    def rows(self, status_wall: float) -> list[str]:
+        """Each step's median wall in the order the record ran them, over `git status`."""
+        by_step: dict[str, list[float]] = {}
+        order: list[str] = []
+        for round_ in self.rounds:
+            seen: dict[str, int] = {}
+            for name, wall in round_:
+                seen[name] = seen.get(name, 0) + 1
+                key = f"{name} #{seen[name]}" if seen[name] > 1 else name
+                by_step.setdefault(key, []).append(wall)
+                if key not in order:
+                    order.append(key)
+        rows = []
+        for key in order:
+            wall = statistics.median(by_step[key])
+            shown = f"{wall / status_wall:.2f}x status" if status_wall else ""
+            rows.append(f"    {key:<40} {ms(wall)}  {shown}")
+        return rows
+
+
+def words(args: tuple[str, ...]) -> str:
+    """A git command's subcommand and its first two options (no -c settings)."""
+    plain = [a for a in args if not a.startswith("-c") and "=" not in a]
+    return " ".join(plain[:3])
+
+
 class Recorder:
     """One side of the rounds: a record per call, in a fresh scratch dir; keeps the field's cost."""
 
@@ -94,11 +148,13 @@ class Recorder:
         self.paths = repo_paths(repo)
         self.field = Timing()
         self.rounds = 0
+        self.steps = Steps()
         with open(os.path.join(repo, EDITED), "rb") as handle:
             self.original = handle.read()
 
     def __call__(self) -> tuple[float, float]:
         self.rounds += 1
+        self.steps.begin_round()
         scratch = os.path.join(self.root, f"scratch-{os.path.basename(self.repo)}-{self.rounds}")
         out = scratch + "-out"
         os.mkdir(scratch)
@@ -149,6 +205,9 @@ def main() -> int:
             print("\n".join(ratio_rows(f"  {files:>7,}", t["record"], t["status"], GOAL)))
             field = record.field
             print(f"  {'changes field (apart)':<32} wall {ms(field.wall)}   CPU {ms(field.cpu)}")
+            print("  each git command of the record, then of the changes field (median wall):")
+            record.steps.rounds = record.steps.rounds[1:]
+            print("\n".join(record.steps.rows(t["status"].wall)))
     return 0
 
 
