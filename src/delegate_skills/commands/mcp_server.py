@@ -280,7 +280,7 @@ def start_relay(
             pass  # it exited before reading the brief: its stderr says why
     if not _started(proc, out_dir):
         raise CommandFailed(_start_failure(proc, out_dir))
-    from ..runstore.record import by_out_dir
+    from ..runstore.outdirs import by_out_dir
 
     found = by_out_dir(out_dir)
     return {"runId": found.id if found is not None else None, "outDir": out_dir,

@@ -191,7 +191,7 @@ def notifier(enabled: bool) -> Callable[[dict], None] | None:
         return None
     from .. import notify
     from ..runs.view import RESULT_FILE
-    from ..runstore.record import by_out_dir
+    from ..runstore.outdirs import by_out_dir
 
     settings = notify.load()
 

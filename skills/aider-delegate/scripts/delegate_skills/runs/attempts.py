@@ -309,7 +309,7 @@ def _report(out_dir: str, code: int, seconds: float) -> dict:
     from ..reading import read_json_object
     from ..runs.view import RESULT_FILE, RESULT_LIMIT, Run
     from ..runstore import liveness, lookup
-    from ..runstore.record import by_out_dir
+    from ..runstore.outdirs import by_out_dir
 
     record = by_out_dir(out_dir)
     ended = liveness.ended(record) if record is not None else None
@@ -365,7 +365,7 @@ def exit_code(rows: list[dict], interrupted: int | None) -> int:
 
 def with_ids(rows: list[dict]) -> list[dict]:
     """Each row with `id`: its run's id in the run store (None for a run that never started)."""
-    from ..runstore.record import by_out_dir
+    from ..runstore.outdirs import by_out_dir
 
     for row in rows:
         record = by_out_dir(row["outDir"]) if row.get("outDir") else None

@@ -209,32 +209,3 @@ def all_records() -> list[Record]:
 def by_prefix(prefix: str) -> list[Record]:
     """Records whose id starts with `prefix`."""
     return [found for name in stored_ids(prefix) if (found := load(name)) is not None]
-
-
-def by_out_dir(out_dir: str) -> Record | None:
-    """The newest record of a run that wrote to `out_dir` (by its real path), or None.
-
-    Reads the records the out-dir index names (outdirs.py), the latest start first: the
-    first that agrees with the index is the answer; else all it names are read and compared.
-    """
-    from .outdirs import runs_of
-
-    wanted = os.path.realpath(out_dir)
-    named = runs_of(wanted)
-    first = load(named[0][0]) if named else None
-    if (
-        first is not None
-        and first.get("outDir") == wanted
-        and str(first.get("startedAt", "")) == named[0][1]
-    ):
-        return first
-    newest = None
-    for run_id, _started in named:
-        found = load(run_id)
-        if (
-            found is not None
-            and found.get("outDir") == wanted
-            and (newest is None or str(found.get("startedAt")) > str(newest.get("startedAt")))
-        ):
-            newest = found
-    return newest

@@ -186,7 +186,7 @@ def review(
     relay recorded it in the store, and recorded there with the review run.
     """
     from ..runstore import liveness
-    from ..runstore.record import by_out_dir
+    from ..runstore.outdirs import by_out_dir
 
     run = runs.show(ref)
     status = liveness.status(run.record)

@@ -15,7 +15,8 @@ import os
 
 from ..errors import UserError
 from . import liveness, paths
-from .record import Record, all_records, by_out_dir, by_prefix
+from .outdirs import by_out_dir
+from .record import Record, all_records, by_prefix
 
 #: Names the run started last on this machine wherever a run is asked for.
 LAST = "--last"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 
 from ..reading import read_json_object
+from . import record
 from .paths import records_root
 
 INDEX_FILE = "outdirs.json"
@@ -69,9 +70,9 @@ def _write(path: str, found: dict[str, tuple[str, str]], present: set[str]) -> N
         pass
 
 
-def entry(record) -> tuple[str, str] | None:
+def entry(kept: record.Record) -> tuple[str, str] | None:
     """What the index keeps of a record: (out-dir, startedAt), or None for neither."""
-    out_dir, started = record.get("outDir"), record.get("startedAt")
+    out_dir, started = kept.get("outDir"), kept.get("startedAt")
     if not isinstance(out_dir, str):
         return None
     return out_dir, started if isinstance(started, str) else ""
@@ -83,17 +84,15 @@ def runs_of(out_dir: str) -> list[tuple[str, str]]:
 
     The caller reads the records and checks them: the index is a cache.
     """
-    from .record import load, stored_ids
-
-    ids = stored_ids()
+    ids = record.stored_ids()
     path = index_path()
     known = _read(path)
     found = {}
     for run_id in ids:
         if run_id in known:
             continue
-        record = load(run_id)
-        kept = entry(record) if record is not None else None
+        found_record = record.load(run_id)
+        kept = entry(found_record) if found_record is not None else None
         if kept is not None:
             found[run_id] = kept
     if found:
@@ -101,3 +100,30 @@ def runs_of(out_dir: str) -> list[tuple[str, str]]:
         known.update(found)
     named = [(run_id, known[run_id][1]) for run_id in ids if known.get(run_id, ("",))[0] == out_dir]
     return sorted(named, key=lambda pair: pair[1], reverse=True)
+
+
+def by_out_dir(out_dir: str) -> record.Record | None:
+    """The newest record of a run that wrote to `out_dir` (by its real path), or None.
+
+    Reads the records the index names, the latest start first: the first that agrees with
+    the index is the answer; else all it names are read and compared.
+    """
+    wanted = os.path.realpath(out_dir)
+    named = runs_of(wanted)
+    first = record.load(named[0][0]) if named else None
+    if (
+        first is not None
+        and first.get("outDir") == wanted
+        and str(first.get("startedAt", "")) == named[0][1]
+    ):
+        return first
+    newest = None
+    for run_id, _started in named:
+        found = record.load(run_id)
+        if (
+            found is not None
+            and found.get("outDir") == wanted
+            and (newest is None or str(found.get("startedAt")) > str(newest.get("startedAt")))
+        ):
+            newest = found
+    return newest
