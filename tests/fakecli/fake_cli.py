@@ -28,6 +28,8 @@ def record(scenario, kind, argv, stdin):
         "cwd": os.getcwd(),
         "env": {k: os.environ[k] for k in keys if k in os.environ},
         "pid": os.getpid(),
+        "cgroup": own_cgroup(),
+        "parent_cgroup": own_cgroup(f"/proc/{os.getppid()}/cgroup"),
     }
     # Written whole under a hidden name, then linked in: a fake killed mid-way
     # (a relay aborting its version probe) never leaves half a record.
@@ -43,6 +45,29 @@ def record(scenario, kind, argv, stdin):
             continue
         break
     os.unlink(staged)
+
+
+def own_cgroup(source="/proc/self/cgroup"):
+    """This process's cgroup v2 (or the one `source` names); None where there is none."""
+    try:
+        with open(source) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    return next((line[3:] for line in lines if line.startswith("0::")), None)
+
+
+def move_parent_in(mount):
+    """A hostile move: once the relay has left the run's cgroup, put it back in."""
+    own = os.path.join(mount, own_cgroup().lstrip("/"))
+    parent = f"/proc/{os.getppid()}/cgroup"
+    while True:
+        with open(parent) as handle:
+            if not any(line == "0::" + own_cgroup() for line in handle.read().splitlines()):
+                break
+        time.sleep(0.01)
+    with open(os.path.join(own, "cgroup.procs"), "w") as handle:
+        handle.write(str(os.getppid()))
 
 
 def write_out(stream, data):
@@ -157,6 +182,8 @@ def act(action):
     elif "wait" in action:
         while True:
             time.sleep(3600)
+    elif "move_parent_in" in action:
+        move_parent_in(action["move_parent_in"])
     elif "wait_for_file" in action:  # a test's go-ahead
         while not os.path.exists(action["wait_for_file"]):
             time.sleep(0.01)

@@ -121,7 +121,7 @@ def supervise(relay, launcher: list[str], env: dict[str, str], brief: str) -> in
         on_stderr=on_stderr,
         signals=relay.signals,
         on_tick=ticker.tick,
-        cgroup=relay.cgroup,
+        cgroup=relay.cgroup_for_child(),
     )
     try:
         child.start()
@@ -133,6 +133,8 @@ def supervise(relay, launcher: list[str], env: dict[str, str], brief: str) -> in
             relay, "failed", 1, None, error=f"could not start {adapter.binary}: {problem}"
         )
     relay.launched = True
+    if relay.cgroup_host is not None:
+        relay.cgroup_host.leave()  # the implementer is inside: its children are born there
     gc.enable()  # off since start-up (the skill entry): the run may last hours
     _record_group(relay, child)
     try:
@@ -211,8 +213,7 @@ def settle(relay) -> None:
         relay.changes.end()
         if relay.changes.after is not None:
             update_record(relay, changes=changes_entry(relay))
-    if relay.cgroup:
-        linux.cgroup_remove(relay.cgroup)
+    relay.release_cgroup()
 
 
 def _sweep(relay, child: Child) -> None:

@@ -15,12 +15,24 @@ from .artifacts import launcher_files
 from .console import say
 
 
-def make_record(relay, out_dir: str, started: str, made_dir: bool = True) -> None:
-    """The run's record in the store; a run goes on without one, unrecorded."""
+def make_record(
+    relay, out_dir: str, started: str, made_dir: bool = True, here: bool = True
+) -> None:
+    """The run's record in the store, naming the run's cgroup; a run goes on without one,
+    unrecorded (and then without a cgroup). A run that runs elsewhere (`here` False: a
+    --host run) has no cgroup here."""
     from ..gitmeta import repo_paths
     from ..runstore import record
 
     adapter, opts = relay.adapter, relay.opts
+    run_id = relay.worktree.run_id if relay.worktree is not None else relay.reserved_id
+    try:
+        run_id = run_id if record.valid_id(run_id) else record.create_dir()[0]
+    except OSError as problem:
+        say(f"cannot write the run's private record: {problem}; runs cannot follow it")
+        return
+    if here:
+        _host_cgroup(relay, run_id)  # first: the relay's move into it runs beside what follows
     worktree = None
     if relay.worktree is not None:
         tree = relay.worktree
@@ -34,7 +46,7 @@ def make_record(relay, out_dir: str, started: str, made_dir: bool = True) -> Non
     try:
         relay.record = record.new(
             out_dir,
-            reserved=relay.worktree.run_id if relay.worktree is not None else relay.reserved_id,
+            reserved=run_id,
             implementer=adapter.key,
             lane=opts["lane"],
             laneSource=opts["laneSource"],
@@ -47,13 +59,22 @@ def make_record(relay, out_dir: str, started: str, made_dir: bool = True) -> Non
             previousRun=relay.previous_run,
             outDirMade=made_dir,
             launcherFiles=launcher_files(),
+            **({"cgroup": relay.cgroup} if relay.cgroup else {}),
         )
     except OSError as problem:
+        relay.release_cgroup()
+        relay.cgroup = relay.cgroup_host = None
         say(f"cannot write the run's private record: {problem}; runs cannot follow it")
-        return
-    relay.cgroup = linux.cgroup_create(relay.record.id)
+
+
+def _host_cgroup(relay, run_id: str) -> None:
+    """Make the run's cgroup (where one can be made) and start moving the relay into it."""
+    relay.cgroup = linux.cgroup_create(run_id)
     if relay.cgroup:
-        update_record(relay, cgroup=relay.cgroup)
+        from ..isolation.cgrouphost import CgroupHost
+
+        relay.cgroup_host = CgroupHost(relay.cgroup)
+        relay.cgroup_host.enter()
 
 
 def update_record(relay, **fields) -> None:
@@ -71,8 +92,7 @@ def forget_record(relay) -> None:
         return
     import shutil
 
-    if relay.cgroup:
-        linux.cgroup_remove(relay.cgroup)
+    relay.release_cgroup()
     shutil.rmtree(relay.record.dir, ignore_errors=True)
     relay.record = None
 

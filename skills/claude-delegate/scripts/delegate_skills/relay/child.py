@@ -131,7 +131,8 @@ class Child:
         cgroup: str | None = None,
     ) -> None:
         self.argv = argv
-        #: The run's cgroup, which the child joins before it execs (None: none).
+        #: The run's cgroup (None: none): the child is born in it when the relay is inside,
+        #: else it joins it before it execs.
         self.cgroup = cgroup
         self._on_tick = on_tick
         self._signals = signals
@@ -158,9 +159,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=procgroup.death_signal_hook(
-                linux.cgroup_join_hook(self.cgroup) if self.cgroup else None
-            ),
+            preexec_fn=procgroup.death_signal_hook(self._join_hook()),
         )
         for stream, handler in (
             (self.proc.stdout, self._on_stdout),
@@ -176,6 +175,12 @@ class Child:
         if self._signals is not None:
             self._selector.register(self._signals.wakeup_fd, selectors.EVENT_READ, _WAKEUP)
         self._watch_exit()
+
+    def _join_hook(self):
+        """The child joins the run's cgroup itself unless the relay is in it (cgrouphost.py)."""
+        if self.cgroup is None or linux.in_cgroup(self.cgroup):
+            return None
+        return linux.cgroup_join_hook(self.cgroup)
 
     def _watch_exit(self) -> None:
         """Wake the loop the moment the child exits (Linux pidfd), when available."""

@@ -72,6 +72,8 @@ class Relay:
         #: Whether the run is to be confined (relay/confine.py), once configured.
         self.confined = False
         self.cgroup: str | None = None
+        #: Moves the relay into the run's cgroup and out again (isolation/cgrouphost.py).
+        self.cgroup_host = None
         self.settled = True
         self.paths = None
         self.launched = False
@@ -97,6 +99,20 @@ class Relay:
 
     def stopping(self) -> bool:
         return bool(self.signals.received)
+
+    def cgroup_for_child(self) -> str | None:
+        """The run's cgroup for a child about to start, once the relay's own move has ended."""
+        if self.cgroup_host is not None:
+            self.cgroup_host.settle()
+        return self.cgroup
+
+    def release_cgroup(self) -> None:
+        """Remove the run's cgroup, the relay out of it first (it stays while processes remain)."""
+        if self.cgroup is None:
+            return
+        if self.cgroup_host is not None:
+            self.cgroup_host.release()
+        linux.cgroup_remove(self.cgroup)
 
     # ------------------------------------------------------------ the stages
 
@@ -135,6 +151,14 @@ class Relay:
         return configure(self, argv)
 
     def dispatch(self, brief: str) -> int:
+        """Run the implementer here; whichever way the run ends, its cgroup goes with it
+        (unless processes of the run are still in it)."""
+        try:
+            return self._dispatch(brief)
+        finally:
+            self.release_cgroup()
+
+    def _dispatch(self, brief: str) -> int:
         from . import launch, prepare
         from .supervise import supervise
 

@@ -172,6 +172,7 @@ def _remove_run(run: Run, force: bool) -> list[str]:
             except UserError:
                 pass  # its worktree and branch are gone already
     left = _remove_files(run.record)
+    liveness.drop_cgroup(run.record)
     records.remove(run.record.id)
     return left
 

@@ -47,7 +47,7 @@ def dispatch(relay, brief: str, argv: list[str]) -> int:
     started = iso_now()
     out_dir = opts["outDir"] or default_out_dir(opts["cd"], started)
     relay.run = RunDir(out_dir, started, brief)
-    storing.make_record(relay, out_dir, started, made_dir=not os.path.isdir(out_dir))
+    storing.make_record(relay, out_dir, started, made_dir=not os.path.isdir(out_dir), here=False)
     fresh = prepare.fresh_artifacts(relay, brief)
     try:
         relay.run.prepare(fresh)

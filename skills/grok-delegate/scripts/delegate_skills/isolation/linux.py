@@ -222,7 +222,18 @@ def pidfd_open(pid: int) -> int | None:
 CGROUP_PREFIX = "delegate-run-"
 
 
-def _cgroup2_mount() -> str | None:
+#: Where cgroup v2 is mounted, read once per process.
+_MOUNT: dict = {}
+
+
+def cgroup2_mount() -> str | None:
+    """Where cgroup v2 is mounted (None: nowhere)."""
+    if "cgroup2" not in _MOUNT:
+        _MOUNT["cgroup2"] = _read_cgroup2_mount()
+    return _MOUNT["cgroup2"]
+
+
+def _read_cgroup2_mount() -> str | None:
     try:
         with open("/proc/self/mountinfo", "rb") as handle:
             lines = handle.read().decode("utf-8", "replace").splitlines()
@@ -249,14 +260,27 @@ def _own_cgroup() -> str | None:
     return None
 
 
-def cgroup_create(run_id: str) -> str | None:
-    """A new cgroup v2 directory for one run, beside nothing else; None where none can be made."""
+def own_cgroup_path() -> str | None:
+    """The directory of the cgroup v2 this process is in; None where there is none."""
     if not enabled():
         return None
-    mount, own = _cgroup2_mount(), _own_cgroup()
+    mount, own = cgroup2_mount(), _own_cgroup()
     if mount is None or own is None:
         return None
-    path = os.path.join(mount, own.lstrip("/"), CGROUP_PREFIX + run_id)
+    return os.path.normpath(os.path.join(mount, own.lstrip("/")))
+
+
+def in_cgroup(path: str) -> bool:
+    """Whether this process is in the cgroup at `path` (the kernel's word, read now)."""
+    return own_cgroup_path() == os.path.normpath(path)
+
+
+def cgroup_create(run_id: str) -> str | None:
+    """A new cgroup v2 directory for one run, beside nothing else; None where none can be made."""
+    home = own_cgroup_path()
+    if home is None:
+        return None
+    path = os.path.join(home, CGROUP_PREFIX + run_id)
     try:
         os.mkdir(path)
     except OSError:
@@ -269,19 +293,33 @@ def cgroup_create(run_id: str) -> str | None:
     return path
 
 
+def move_self(path: str) -> bool:
+    """Move this process (every thread of it) into the cgroup at `path`; whether that worked.
+
+    The kernel makes a move wait for an RCU grace period (several milliseconds
+    of idle time); a child forked afterwards is born in the cgroup for nothing.
+    """
+    try:
+        fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, b"0")
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def cgroup_join_hook(path: str):
-    """A preexec function that moves the new process into the cgroup at `path`."""
-    procs = os.path.join(path, "cgroup.procs")
+    """A preexec function that moves the new process into the cgroup at `path`.
+
+    Where that fails the run goes on, swept by the subreaper instead.
+    """
 
     def join() -> None:
-        try:
-            fd = os.open(procs, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
-        except OSError:
-            pass  # the run goes on, swept by the subreaper instead
+        move_self(path)
 
     return join
 
@@ -296,7 +334,15 @@ def cgroup_members(path: str) -> list[int] | None:
 
 
 def cgroup_kill(path: str) -> bool:
-    """SIGKILL everything in the cgroup, descendants included, at once."""
+    """SIGKILL everything in the cgroup, descendants included, at once.
+
+    Refused (False) while this process is in it itself: the relay starts a
+    run's processes from inside the run's cgroup (cgrouphost.py), and a
+    process of the run may move the relay in too; the caller's own rounds of
+    kill by pid end the rest.
+    """
+    if in_cgroup(path):
+        return False
     try:
         fd = os.open(os.path.join(path, "cgroup.kill"), os.O_WRONLY)
     except OSError:

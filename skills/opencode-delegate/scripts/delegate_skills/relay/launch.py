@@ -140,7 +140,7 @@ def probe(relay, argv: list[str], env: dict[str, str], seconds: float):
         on_stdout=keep(out, False),
         on_stderr=keep(err, True),
         signals=relay.signals,
-        cgroup=relay.cgroup,
+        cgroup=relay.cgroup_for_child(),
     )
     try:
         child.start()

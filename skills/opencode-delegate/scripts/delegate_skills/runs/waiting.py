@@ -65,6 +65,7 @@ def wait(ref: str, timeout_s: float | None) -> tuple[Run, bool]:
 
                     reattach(Run.of(record))  # a --host run goes on there: follow it to its end
                     continue
+                liveness.drop_cgroup(record)
                 return Run.of(record.reloaded()), False
             if deadline is not None and now >= deadline:
                 return Run.of(record.reloaded()), True

@@ -108,6 +108,12 @@ def end_orphans(record: Record, grace_s: float) -> None:
     if relay_alive(record):
         return
     run_processes(record).end(grace_s)
+    drop_cgroup(record)
+
+
+def drop_cgroup(record: Record) -> None:
+    """Remove the run's cgroup once its relay is gone and nothing is left in it (a relay
+    killed outright could not)."""
     cgroup = record.get("cgroup")
-    if linux.is_run_cgroup(cgroup) and not linux.cgroup_members(cgroup):
+    if linux.is_run_cgroup(cgroup) and not relay_alive(record) and not linux.cgroup_members(cgroup):
         linux.cgroup_remove(cgroup)
