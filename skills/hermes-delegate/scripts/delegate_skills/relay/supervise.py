@@ -135,7 +135,10 @@ def supervise(relay, launcher: list[str], env: dict[str, str], brief: str) -> in
     relay.launched = True
     if relay.cgroup_host is not None:
         relay.cgroup_host.leave()  # the implementer is inside: its children are born there
-    gc.enable()  # off since start-up (the skill entry): the run may last hours
+    # Off since start-up (the skill entry); the run may last hours. What start-up made lives
+    # as long as the relay: frozen, the first collection does not walk all of it again.
+    gc.freeze()
+    gc.enable()
     _record_group(relay, child)
     try:
         return _watch(relay, child, scanner, decoder)

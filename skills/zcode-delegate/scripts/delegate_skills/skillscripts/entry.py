@@ -61,6 +61,7 @@ def run(script: str, skill_dir: str, argv: list[str]) -> int:
         return 2
     module = importlib.import_module(SCRIPT_MODULES[stem])
     if stem not in SHORT_LIVED:
+        gc.freeze()  # start-up's objects live as long as the script: no collection walks them
         gc.enable()  # the entry turned it off for start-up; a wait may last hours
     if stem != "relay":
         return module.main(argv)
