@@ -86,7 +86,11 @@ def run_git(cwd: str, *args: str, timeout: float = GIT_TIMEOUT_S) -> bytes | Non
     git runs in its own process group, so a hang is ended with everything it
     started.
     """
-    proc = start_git(cwd, *args)
+    return git_answer(start_git(cwd, *args), timeout)
+
+
+def git_answer(proc: subprocess.Popen | None, timeout: float = GIT_TIMEOUT_S) -> bytes | None:
+    """stdout of a git `start_git` started, once it exits; None when it failed or hung."""
     if proc is None:
         return None
     try:

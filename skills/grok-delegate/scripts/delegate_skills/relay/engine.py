@@ -68,6 +68,8 @@ class Relay:
         #: The run's change record (snapshots/changes.py), when the work tree is in git.
         self.changes = None
         self.changes_field: tuple[dict | None, str | None] | None = None
+        #: `git status --porcelain` started as the run settled (gitstate.TouchedFiles).
+        self.touched = None
         self.sandbox = None
         #: Whether the run is to be confined (relay/confine.py), once configured.
         self.confined = False

@@ -154,6 +154,15 @@ def _check_after(relay, result: dict) -> None:
     result["check"] = relay.check_outcome
 
 
+def _touched_files(relay) -> list[str] | None:
+    """`git status --porcelain` as the run left the tree: the one started as the run settled
+    (read once), else asked now."""
+    pending, relay.touched = relay.touched, None
+    if pending is not None:
+        return pending.take()
+    return touched_files(relay.opts["cd"])
+
+
 def path_fields(relay) -> dict:
     from .artifacts import STDERR_NAME
 
@@ -200,7 +209,7 @@ def build_result(
     extra.update(adapter.id_fields(state))
     extra["finalMessage"] = final
     extra.update(adapter.metric_fields(state))
-    extra["touchedFiles"] = touched_files(opts["cd"])
+    extra["touchedFiles"] = _touched_files(relay)
     if relay.worktree is not None:
         from .worktree import diffstat
 

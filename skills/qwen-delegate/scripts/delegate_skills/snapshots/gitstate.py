@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from ..gitmeta import run_git
+from ..gitmeta import git_answer, run_git, start_git
 
 # `typing` costs milliseconds at every relay start; type checkers read this too.
 TYPE_CHECKING = False
@@ -33,7 +33,23 @@ if TYPE_CHECKING:
 
 
 def touched_files(cwd: str) -> list[str] | None:
-    out = run_git(cwd, "status", "--porcelain")
+    return _lines(run_git(cwd, "status", "--porcelain"))
+
+
+class TouchedFiles:
+    """`touched_files` started now and read later: it runs beside other work (the second
+    snapshot), which leaves what it reads alone. git runs with optional locks off, so it
+    does not rewrite the repository's index either."""
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self._proc = start_git(cwd, "status", "--porcelain")
+
+    def take(self) -> list[str] | None:
+        return _lines(git_answer(self._proc))
+
+
+def _lines(out: bytes | None) -> list[str] | None:
     if out is None:
         return None
     text = out.decode("utf-8", errors="replace")

@@ -213,6 +213,9 @@ def settle(relay) -> None:
     from .storing import changes_entry, update_record
 
     if relay.changes is not None:
+        from ..snapshots.gitstate import TouchedFiles
+
+        relay.touched = TouchedFiles(relay.opts["cd"])  # beside the second snapshot
         relay.changes.end()
         if relay.changes.after is not None:
             update_record(relay, changes=changes_entry(relay))
