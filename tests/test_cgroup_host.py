@@ -59,6 +59,7 @@ def test_the_probe_and_the_implementer_are_born_in_the_runs_cgroup_and_it_goes_w
     run = bench.relay()
     assert run.code == 0, run
     cgroup = _recorded_cgroup(bench)
+    assert os.path.basename(cgroup) == "delegate-run-" + lookup.find(str(bench.out)).id
     version, = bench.fake.calls("version")  # fmt: skip
     assert _cgroup_dir(version["cgroup"]) == cgroup
     # Born there: the relay was inside when it started the probe (no child pays for a move).

@@ -25,12 +25,8 @@ def make_record(
     from ..runstore import record
 
     adapter, opts = relay.adapter, relay.opts
-    run_id = relay.worktree.run_id if relay.worktree is not None else relay.reserved_id
-    try:
-        run_id = run_id if record.valid_id(run_id) else record.create_dir()[0]
-    except OSError as problem:
-        say(f"cannot write the run's private record: {problem}; runs cannot follow it")
-        return
+    reserved = relay.worktree.run_id if relay.worktree is not None else relay.reserved_id
+    run_id = reserved if record.valid_id(reserved) else record.new_id()
     if here:
         _host_cgroup(relay, run_id)  # first: the relay's move into it runs beside what follows
     worktree = None
@@ -46,7 +42,8 @@ def make_record(
     try:
         relay.record = record.new(
             out_dir,
-            reserved=run_id,
+            reserved=reserved,
+            wanted=run_id,
             implementer=adapter.key,
             lane=opts["lane"],
             laneSource=opts["laneSource"],

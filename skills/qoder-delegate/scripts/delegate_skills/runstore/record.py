@@ -48,6 +48,11 @@ def valid_id(text: object) -> bool:
     return isinstance(text, str) and len(text) == ID_LENGTH and all(c in _ID_ALPHABET for c in text)
 
 
+def new_id() -> str:
+    """A run id nothing has been made under yet (create_dir takes it if it is still free)."""
+    return _random_id()
+
+
 def _random_id() -> str:
     raw = int.from_bytes(os.urandom(5), "big")  # 40 bits: 8 characters of 5 bits
     return "".join(_ID_ALPHABET[(raw >> (5 * i)) & 31] for i in range(ID_LENGTH))
@@ -65,15 +70,16 @@ def remove(run_id: str) -> None:
         shutil.rmtree(record_dir(run_id), ignore_errors=True)
 
 
-def create_dir() -> tuple[str, str]:
-    """A new run id and its private directory (0700, made here and nowhere else).
+def create_dir(wanted: str | None = None) -> tuple[str, str]:
+    """A new run id (`wanted`, when it is free) and its private directory (0700, made here
+    and nowhere else).
 
     Raises OSError when the state dir cannot be written.
     """
     root = records_root()
     os.makedirs(root, mode=0o700, exist_ok=True)
-    for _ in range(100):
-        run_id = _random_id()
+    for attempt in range(100):
+        run_id = wanted if attempt == 0 and valid_id(wanted) else _random_id()
         path = record_dir(run_id)
         try:
             os.mkdir(path, 0o700)
@@ -160,13 +166,14 @@ class Record:
             return None
 
 
-def new(out_dir: str, reserved: str | None = None, **fields) -> Record:
+def new(out_dir: str, reserved: str | None = None, wanted: str | None = None, **fields) -> Record:
     """Make and write the record of a run starting now. Raises OSError.
 
     `reserved` is a run id create_dir gave out earlier (the branch of a --worktree or
-    --host run is named for it before its record is written); otherwise a new one is made.
+    --host run is named for it before its record is written); otherwise a new one is made,
+    `wanted` (from new_id) if it is still free.
     """
-    run_id = reserved if valid_id(reserved) else create_dir()[0]
+    run_id = reserved if valid_id(reserved) else create_dir(wanted)[0]
     token = os.urandom(16).hex()
     record = Record(
         run_id,
