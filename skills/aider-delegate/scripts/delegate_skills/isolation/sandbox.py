@@ -29,9 +29,9 @@ for a read-only run `readOnlyEnforced: null`, `readOnlyUnenforced`).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
+from ..pathsearch import which
 from . import linux
 
 #: Set to "0" to run without the sandbox (a read-only verdict still detects).
@@ -96,7 +96,7 @@ class Sandbox:
     def release(self) -> None:
         """Remove the private /tmp (never following a link the implementer left there)."""
         if self.tmp is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            _remove_tree(self.tmp, ignore_errors=True)
             self.tmp = None
 
 
@@ -195,7 +195,7 @@ def plan(
         return Sandbox(None, "bubblewrap enforcement needs Linux")
     if refused:
         return Sandbox(None, refused)
-    bwrap = shutil.which("bwrap", path=env.get("PATH"))
+    bwrap = which("bwrap", env)
     if bwrap is None:
         return Sandbox(
             None, "bwrap is not on PATH (install Debian's or Ubuntu's bubblewrap package)"
@@ -212,7 +212,7 @@ def plan(
     problem = None if deferred else _probe(prefix, cwd, env)
     if problem:
         if made or owned:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_tree(tmp, ignore_errors=True)
         return Sandbox(None, f"bwrap cannot start here: {problem}")
     confined = Sandbox(prefix, None, tmp if (made or owned) else None)
     confined.writable = _real_existing(allow.writable)
@@ -223,7 +223,7 @@ def plan(
 
 def _probe(prefix: list[str], cwd: str, env: dict[str, str]) -> str | None:
     """None when bwrap runs `true` with these options; else its first line."""
-    true = shutil.which("true", path=env.get("PATH")) or "/bin/true"
+    true = which("true", env) or "/bin/true"
     try:
         done = subprocess.run(
             [*prefix, "--", true],
@@ -241,3 +241,9 @@ def _probe(prefix: list[str], cwd: str, env: dict[str, str]) -> str | None:
         return None
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
     return lines[0].removeprefix(BWRAP_PREFIX) if lines else f"exit {done.returncode}"
+
+
+def _remove_tree(path: str, ignore_errors: bool = True) -> None:
+    import shutil  # only here: it brings the compression modules along
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
