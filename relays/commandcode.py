@@ -106,6 +106,7 @@ class CommandCodeState(State):
                 self.last_text = text
         if event.get("type") == "result":
             self.result = _result_line(event)
+            self.usage = self.result["usage"]
 
     @property
     def result_line(self) -> str | None:
@@ -271,10 +272,6 @@ class CommandCode(Adapter):
             "usage": result.get("usage"),
             "durationMs": result.get("durationMs") if state.closed else None,
         }
-
-    def reported_usage(self, state: CommandCodeState) -> dict | None:
-        usage = (state.result or {}).get("usage")
-        return usage if isinstance(usage, dict) else None
 
     def summary_lines(self, opts: dict, state: CommandCodeState, result: dict) -> list[str]:
         lines = [f"autonomy: {result['autonomy']}"]

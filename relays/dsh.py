@@ -1,36 +1,22 @@
 """DeepSeek Harness (`dsh --profile headless`): a pointer to the brief, plain-text answer.
 
-The headless profile takes its task only as a command-line argument (no
-stdin, no task file), so the brief is written to brief.md in the run
-directory and the task names that file. It prints the final assistant
-message and nothing else: no session id, no usage, and it has no way to
-resume a session (`--resume` is an unknown option there). What it does not
-print, dsh records: each run appends to
-`$DSH_HOME/sessions/<workspace>/session-<uuid>/session.jsonl.zstd`, a series
-of zstd frames. After the run the relay reads the record whose own header
-names this run's folder and a creation time after the relay started, and
-reports its session id, the provider, model and reasoning effort that
-served the run, the summed token usage, the turn's end and the recorded
-permission posture; `sessionHarvest` says why those are null when they are.
-Reading it needs the `zstd` program on PATH.
-
-Autonomy is dsh's own DSH_PERMISSION_MODE (read-only, workspace-write,
-danger-full-access), enforced by dsh's sandbox (bubblewrap, else Landlock):
---permission-mode and a lane set it, an exported value is kept and
-reported, and unset it is dsh's default, workspace-write. --read-only is
-read-only. There is no model flag: --model (and --provider) become a
-generated `--patch` overlay for the agent-default-model row, which a model
-stored in $DSH_HOME/settings.yaml outranks, so the result reports the
-model that actually served (actualModel) beside the one asked for.
+See `Dsh.about` for the run itself. What dsh does not print (session id, usage,
+the model that served) it records: each run appends to
+`$DSH_HOME/sessions/<workspace>/session-<uuid>/session.jsonl.zstd`, a series of
+zstd frames. After the run the relay reads the record whose own header names
+this run's folder and a creation time after the relay started (with the `zstd`
+program; `sessionHarvest` says why its fields are null when they are).
+--permission-mode, a lane or an exported DSH_PERMISSION_MODE sets the mode, and
+`permissionModeSource` says which.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 
 from delegate_skills import registry
+from delegate_skills.pathsearch import which
 from delegate_skills.relay.adapter import State
 from delegate_skills.relay.options import (
     Flag,
@@ -41,7 +27,12 @@ from delegate_skills.relay.options import (
     timeout_ms,
 )
 from delegate_skills.relay.parts import StdoutReportAdapter, StdoutState, is_number, text_or_none
-from delegate_skills.relay.records import command_output, entries, json_objects, written_since
+from delegate_skills.relay.records import (
+    command_output,
+    first_object,
+    json_objects,
+    recent_records,
+)
 
 BRIEF = "brief.md"
 OUTPUT = "output.txt"
@@ -86,23 +77,16 @@ def find_record(zstd: str, root: str, cd: str, started_ms: float) -> tuple[str, 
     """(path, session id) of the newest record made for `cd` since `started_ms`."""
     cutoff = started_ms / 1000 - MTIME_SLACK_S
     folders = {cd, os.path.realpath(cd)}
-    best, looked = None, 0
-    for workspace in entries(root):
-        if not workspace.is_dir(follow_symlinks=False) or workspace.stat().st_mtime < cutoff:
+    best = None
+    for record in recent_records(root, RECORD, cutoff, MAX_CANDIDATES):
+        header = first_object(unpack(zstd, record, HEADER_BYTES))
+        created = header.get("createdAt")
+        if header.get("type") != "session" or not isinstance(header.get("id"), str):
             continue
-        for session in entries(workspace.path):
-            record = os.path.join(session.path, RECORD)
-            if looked >= MAX_CANDIDATES or not written_since(record, cutoff):
-                continue
-            looked += 1
-            header = next(json_objects(unpack(zstd, record, HEADER_BYTES).split(b"\n", 1)[0]), {})
-            created = header.get("createdAt")
-            if header.get("type") != "session" or not isinstance(header.get("id"), str):
-                continue
-            if not is_number(created) or created < started_ms or header.get("cwd") not in folders:
-                continue
-            if best is None or created > best[0]:
-                best = (created, record, header["id"])
+        if not is_number(created) or created < started_ms or header.get("cwd") not in folders:
+            continue
+        if best is None or created > best[0]:
+            best = (created, record, header["id"])
     return None if best is None else (best[1], best[2])
 
 
@@ -141,7 +125,7 @@ def harvest(cd: str, started_ms: float | None) -> dict:
     empty = dict.fromkeys(HARVEST_FIELDS)
     if started_ms is None:
         return {**empty, "sessionHarvest": "skipped (dsh was not dispatched)"}
-    zstd = shutil.which("zstd")
+    zstd = which("zstd", dict(os.environ))
     if zstd is None:
         return {**empty, "sessionHarvest": "unsupported (the zstd program is not on PATH)"}
     root = sessions_root(cd)
@@ -324,11 +308,8 @@ class Dsh(StdoutReportAdapter):
     def metric_fields(self, state: DshState) -> dict:
         # The session record is read here, for tokenUsage, and its fields follow touchedFiles.
         state.harvested = harvest(state.opts["cd"], state.started_ms)
+        state.usage = state.harvested.get("usage")
         return super().metric_fields(state)
-
-    def reported_usage(self, state: DshState) -> dict | None:
-        usage = (state.harvested or {}).get("usage")
-        return usage if isinstance(usage, dict) else None
 
     def trailing_fields(self, state: DshState) -> dict:
         return state.harvested or harvest(state.opts["cd"], state.started_ms)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 
 from delegate_skills import registry
 from delegate_skills.jsjson import js_trim
+from delegate_skills.pathsearch import which
 from delegate_skills.relay.adapter import Adapter, State, resume_mode_lines, session_lines
 from delegate_skills.relay.options import Flag, Usage, check_exclusive, value_flag
 from delegate_skills.relay.parts import read_only_flag, resume_args, session_flags
@@ -201,7 +201,7 @@ class Zcode(Adapter):
         if SCRIPT_SUFFIX.search(path) is None:
             return [path]
         node = self.impl.locate.launcher
-        return [shutil.which(node, path=env.get("PATH")) or node, path]
+        return [which(node, env) or node, path]
 
     def build_argv(self, opts: dict, run) -> list[str]:
         argv = ["--cwd", opts["cd"], "--json", "--no-color", "--mode", opts["mode"]]

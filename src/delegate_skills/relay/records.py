@@ -32,6 +32,23 @@ def entries(path: str) -> list[os.DirEntry]:
         return sorted(found, key=lambda entry: entry.name)
 
 
+def recent_records(root: str, name: str, cutoff: float, limit: int) -> list[str]:
+    """The files `root/<folder>/<folder>/<name>` written at `cutoff` or later, at most
+    `limit` of them, in folder-name order; a first-level folder last changed before
+    `cutoff` is not looked into. Raises OSError."""
+    found: list[str] = []
+    for outer in entries(root):
+        if not outer.is_dir(follow_symlinks=False) or outer.stat().st_mtime < cutoff:
+            continue
+        for inner in entries(outer.path):
+            if len(found) >= limit:
+                return found
+            path = os.path.join(inner.path, name)
+            if written_since(path, cutoff):
+                found.append(path)
+    return found
+
+
 def command_output(argv: list[str], limit: int, seconds: float) -> bytes:
     """The first `limit` bytes a program (a decompressor) prints within `seconds`; what it
     has not given by then is left out, and it is ended."""
@@ -59,6 +76,11 @@ def command_output(argv: list[str], limit: int, seconds: float) -> bytes:
         proc.stdout.close()
         proc.wait()
     return b"".join(chunks)
+
+
+def first_object(data: bytes) -> dict:
+    """The JSON object on `data`'s first line ({} when there is none)."""
+    return next(json_objects(data.split(b"\n", 1)[0]), {})
 
 
 def json_objects(data: bytes):
