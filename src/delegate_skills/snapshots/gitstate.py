@@ -41,7 +41,6 @@ class TouchedFiles:
     does not rewrite the repository's index either."""
 
     def __init__(self, cwd: str) -> None:
-        self.cwd = cwd
         self._proc = start_git(cwd, "status", "--porcelain")
 
     def take(self) -> list[str] | None:

@@ -49,11 +49,7 @@ def valid_id(text: object) -> bool:
 
 
 def new_id() -> str:
-    """A run id nothing has been made under yet (create_dir takes it if it is still free)."""
-    return _random_id()
-
-
-def _random_id() -> str:
+    """A random run id (create_dir takes a wanted one while it is free)."""
     raw = int.from_bytes(os.urandom(5), "big")  # 40 bits: 8 characters of 5 bits
     return "".join(_ID_ALPHABET[(raw >> (5 * i)) & 31] for i in range(ID_LENGTH))
 
@@ -79,7 +75,7 @@ def create_dir(wanted: str | None = None) -> tuple[str, str]:
     root = records_root()
     os.makedirs(root, mode=0o700, exist_ok=True)
     for attempt in range(100):
-        run_id = wanted if attempt == 0 and valid_id(wanted) else _random_id()
+        run_id = wanted if attempt == 0 and valid_id(wanted) else new_id()
         path = record_dir(run_id)
         try:
             os.mkdir(path, 0o700)

@@ -96,7 +96,7 @@ class Sandbox:
     def release(self) -> None:
         """Remove the private /tmp (never following a link the implementer left there)."""
         if self.tmp is not None:
-            _remove_tree(self.tmp, ignore_errors=True)
+            _remove_tree(self.tmp)
             self.tmp = None
 
 
@@ -212,7 +212,7 @@ def plan(
     problem = None if deferred else _probe(prefix, cwd, env)
     if problem:
         if made or owned:
-            _remove_tree(tmp, ignore_errors=True)
+            _remove_tree(tmp)
         return Sandbox(None, f"bwrap cannot start here: {problem}")
     confined = Sandbox(prefix, None, tmp if (made or owned) else None)
     confined.writable = _real_existing(allow.writable)
@@ -243,7 +243,7 @@ def _probe(prefix: list[str], cwd: str, env: dict[str, str]) -> str | None:
     return lines[0].removeprefix(BWRAP_PREFIX) if lines else f"exit {done.returncode}"
 
 
-def _remove_tree(path: str, ignore_errors: bool = True) -> None:
+def _remove_tree(path: str) -> None:
     import shutil  # only here: it brings the compression modules along
 
-    shutil.rmtree(path, ignore_errors=ignore_errors)
+    shutil.rmtree(path, ignore_errors=True)
