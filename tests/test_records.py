@@ -58,3 +58,26 @@ def test_a_missing_program_gives_nothing():
 def test_json_objects_skips_what_is_not_one():
     data = b'{"a": 1}\n[1, 2]\nnot json\n{"b": 2\n{"c": 3}\n'
     assert list(records.json_objects(data)) == [{"a": 1}, {"c": 3}]
+
+
+def test_recent_records_are_the_first_few_written_since_the_cutoff(tmp_path):
+    cutoff = time.time() - 60
+    for outer, inner in [("a", "1"), ("a", "2"), ("b", "1"), ("b", "2"), ("c", "1")]:
+        folder = tmp_path / outer / inner
+        folder.mkdir(parents=True)
+        (folder / "r.zst").write_bytes(b"x")
+    os.utime(tmp_path / "a" / "2" / "r.zst", (1_000_000, 1_000_000))  # written before
+    (tmp_path / "old" / "1").mkdir(parents=True)
+    (tmp_path / "old" / "1" / "r.zst").write_bytes(b"x")
+    os.utime(tmp_path / "old", (1_000_000, 1_000_000))  # a folder unchanged since: skipped
+    (tmp_path / "z").symlink_to(tmp_path / "c")  # a link is never followed
+    found = records.recent_records(str(tmp_path), "r.zst", cutoff, 3)
+    assert [os.path.relpath(path, tmp_path) for path in found] == [
+        "a/1/r.zst", "b/1/r.zst", "b/2/r.zst",
+    ]  # fmt: skip
+    assert len(records.recent_records(str(tmp_path), "r.zst", cutoff, 10)) == 4
+
+
+def test_a_records_first_object_is_its_first_line_only():
+    assert records.first_object(b'{"type": "session"}\n{"type": "turn"}\n') == {"type": "session"}
+    assert records.first_object(b'not json\n{"type": "turn"}\n') == {}
